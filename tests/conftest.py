@@ -1,0 +1,52 @@
+"""Shared test setup.
+
+Without a CUDA device the Triton kernels run under Triton's CPU interpreter. `@triton.jit` reads
+TRITON_INTERPRET when it decorates a kernel, that is when `kernels.fused_moe` is first imported, so
+this file sets it at import time, before pytest imports any test module.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+
+# `tests/` is not a package: make its helpers importable, and the repo's packages importable under a
+# plain `pytest` too (`python -m pytest` adds the working directory by itself).
+for folder in (str(TESTS_DIR), str(REPO_ROOT)):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+import interpreter_bf16  # noqa: E402  (needs sys.path above)
+
+if INTERPRETED:
+    interpreter_bf16.install()
+
+# Where the kernel tests put their tensors: the GPU when there is one and the interpreter is off.
+DEVICE = "cuda" if HAS_CUDA and not INTERPRETED else "cpu"
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU; torch sees none")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def device() -> str:
+    return DEVICE
