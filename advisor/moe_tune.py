@@ -1,0 +1,154 @@
+"""Tune the shipped fused-MoE kernel on the GPU at hand: which configs to try, and what was best.
+
+The config set is stratified: every (BLOCK_SIZE_M, _N, _K, num_warps, num_stages) of the 1,920-config
+space that passes `fused_moe.resource_precheck` once, with GROUP_SIZE_M drawn at random (seeded),
+plus the default rule's config of every case. An optional refinement then tries every GROUP_SIZE_M
+and num_stages for the three fastest configs of each case. Results go through `advisor.sweep`.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from advisor import measure
+from advisor.sweep import SweepPlan, run_sweep
+from ceilings.launch import Config
+from kernels import fused_moe as fm
+from kernels.moe_bench import MoEGemmCase, MoEGemmSpec, compile_config
+from kernels.moe_configs import ConfigTable, default_config
+
+KERNEL = "fused_moe_kernel"
+ENGINE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M")
+# Hopper: 227 KB of shared memory per block (ANCHORS section 4). Used when no GPU is asked.
+HOPPER_MAX_SHARED = 227 * 1024
+
+
+def device_max_shared() -> int:
+    """Shared memory one block may opt into on the current GPU (read off the device)."""
+    import torch
+
+    return int(torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin)
+
+
+def feasible(config: Config, max_shared: int = HOPPER_MAX_SHARED) -> bool:
+    return fm.resource_precheck(config, max_shared) is None
+
+
+def default_configs(specs: Sequence[MoEGemmSpec]) -> list[Config]:
+    return sorted({default_config(s.m, s.num_experts, s.top_k) for s in specs}, key=Config.label)
+
+
+def stratified_configs(seed: int, max_shared: int = HOPPER_MAX_SHARED) -> list[Config]:
+    """Every feasible (BLOCK_SIZE_M, _N, _K, num_warps, num_stages) once, GROUP_SIZE_M drawn at random."""
+    rng = random.Random(seed)
+    seen, out = set(), []
+    for config in fm.config_space():
+        if not feasible(config, max_shared):
+            continue
+        tile = (config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], config.num_warps,
+                config.num_stages)
+        if tile not in seen:
+            seen.add(tile)
+            out.append(config.replace(GROUP_SIZE_M=rng.choice(fm.CONFIG_SPACE["GROUP_SIZE_M"])))
+    return out
+
+
+def sample_configs(sample: int | None, seed: int, specs: Sequence[MoEGemmSpec],
+                   max_shared: int = HOPPER_MAX_SHARED) -> list[Config]:
+    """Defaults first (they set each case's screening baseline), then the stratified or a random sample."""
+    if sample is None:
+        chosen = stratified_configs(seed, max_shared)
+    else:
+        space = [c for c in fm.config_space() if feasible(c, max_shared)]
+        chosen = space if sample >= len(space) else random.Random(seed).sample(space, sample)
+    return list(dict.fromkeys(default_configs(specs) + list(chosen)))
+
+
+def read_results(path: str | Path) -> list[dict]:
+    """Rows of a sweep CSV, plain or gzip-compressed."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="") as f:
+        return list(csv.DictReader(io.StringIO(f.read())))
+
+
+def row_config(row: dict) -> Config:
+    return Config({k: int(row[k]) for k in ENGINE_KEYS}, num_warps=int(row["num_warps"]),
+                  num_stages=int(row["num_stages"]))
+
+
+def ranked_by_case(rows: list[dict], kernel: str = KERNEL) -> dict[tuple[str, int], list[dict]]:
+    """Fully timed rows of each (shape, M) case, fastest first."""
+    cases = defaultdict(list)
+    for r in rows:
+        if r["status"] == "ok" and r["kernel"] == kernel:
+            cases[(r["shape"], int(r["M"]))].append(r)
+    return {key: sorted(rs, key=lambda r: float(r["us"])) for key, rs in cases.items()}
+
+
+def top_configs(rows: list[dict], top: int) -> list[Config]:
+    """The union over cases (and kernels) of each case's `top` fastest fully timed configs."""
+    kernels = dict.fromkeys(r["kernel"] for r in rows)
+    out = [row_config(r) for k in kernels for ranked in ranked_by_case(rows, k).values() for r in ranked[:top]]
+    return list(dict.fromkeys(out))
+
+
+def refinement_pairs(rows: list[dict], specs: Sequence[MoEGemmSpec], kernel: str = KERNEL, top: int = 3,
+                     max_shared: int = HOPPER_MAX_SHARED) -> list[tuple[MoEGemmSpec, Config]]:
+    """For the `top` fastest configs of each case, the same tiles with every GROUP_SIZE_M and num_stages."""
+    ranked = ranked_by_case(rows, kernel)
+    pairs = []
+    for spec in specs:
+        for r in ranked.get((spec.shape_label, spec.m), [])[:top]:
+            base = row_config(r)
+            pairs += [(spec, base.replace(GROUP_SIZE_M=g, num_stages=st)) for g in fm.CONFIG_SPACE["GROUP_SIZE_M"]
+                      for st in fm.CONFIG_SPACE["num_stages"] if feasible(base.replace(num_stages=st), max_shared)]
+    return pairs
+
+
+def make_case(spec: MoEGemmSpec) -> MoEGemmCase:
+    return MoEGemmCase(spec, device="cuda", seed=1000 + spec.m)
+
+
+def tune(specs: Sequence[MoEGemmSpec], results_csv: str | Path, *, configs: Sequence[Config] | None = None,
+         sample: int | None = None, seed: int = 0, refine: bool = True, abort_ratio: float = 1.5,
+         deadline_s: float | None = None, workers: int | None = None, kernel: str = KERNEL,
+         show_progress: bool = True) -> list[dict]:
+    """Sweep `specs` on the current GPU into `results_csv` (resumable); returns one summary per phase."""
+    import time
+
+    max_shared = device_max_shared()
+    started = time.monotonic()
+    plan = SweepPlan(kernel=kernel, specs=list(specs),
+                     configs=list(configs) if configs else sample_configs(sample, seed, specs, max_shared),
+                     make_case=make_case, compile_fn=compile_config,
+                     prefilter=lambda c: fm.resource_precheck(c, max_shared), tol=1e-2, abort_ratio=abort_ratio,
+                     timing={"mode": measure.GRAPH, "launches_per_graph": 10, "replays": 20})
+    summaries = [dict(run_sweep(plan, results_csv, workers=workers, deadline_s=deadline_s,
+                                show_progress=show_progress), phase="sweep", configs=len(plan.configs))]
+    if refine and summaries[-1]["complete"]:
+        left = None if deadline_s is None else deadline_s - (time.monotonic() - started)
+        plan.configs = []
+        plan.extra_pairs = refinement_pairs(read_results(results_csv), specs, kernel, max_shared=max_shared)
+        summaries.append(dict(run_sweep(plan, results_csv, workers=workers, deadline_s=left,
+                                        show_progress=show_progress), phase="refine",
+                              pairs=len(plan.extra_pairs)))
+    return summaries
+
+
+def tuned_table(rows: list[dict], specs: Sequence[MoEGemmSpec], kernel: str = KERNEL) -> ConfigTable:
+    """The fastest fully timed config per M of `specs` (one shape), as an engine config table."""
+    ranked = ranked_by_case(rows, kernel)
+    configs = {s.m: row_config(ranked[(s.shape_label, s.m)][0]) for s in specs
+               if ranked.get((s.shape_label, s.m))}
+    versions = {r["triton"] for r in rows if r["kernel"] == kernel}
+    extras = {"triton_version": versions.pop()} if len(versions) == 1 else {}
+    return ConfigTable(configs, extras)

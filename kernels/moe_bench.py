@@ -1,0 +1,169 @@
+"""A measurable GEMM of the fused-MoE layer: inputs, routing, reference and a runner per config.
+
+`MoEGemmCase` builds GEMM1 (hidden x w1) or GEMM2 (activation x w2, router weight applied) for one
+shape and token count with uniform random top-k routing on random data, the float32 reference, and
+runs the shipped kernel for any config. `compile_config` compiles one config for such a case in
+another process without launching it, so sweeps can compile in parallel.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ceilings.errors import AdvisorError
+from ceilings.launch import Config, Launch, TensorArg
+from kernels import fused_moe as fm
+
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class MoEGemmSpec:
+    """What to build: (E, top_k, K, N) of one GEMM, M tokens, which GEMM, dtype."""
+
+    num_experts: int
+    top_k: int
+    k: int
+    n: int
+    m: int
+    gemm: int = 1
+    dtype: str = "bfloat16"
+    b_tma: bool | None = None  # read weights through a TMA descriptor; None: wherever supported
+
+    @property
+    def shape_label(self) -> str:
+        return f"E{self.num_experts}_top{self.top_k}_K{self.k}_N{self.n}"
+
+    @property
+    def pairs(self) -> int:
+        return self.m * self.top_k
+
+    def flops(self) -> int:
+        """Useful tensor FLOPs: each (token, k) pair is one row times an N x K weight."""
+        return 2 * self.pairs * self.k * self.n
+
+    def compile_signature(self, config: Config) -> tuple:
+        """The facts the JIT specialises on for this kernel: configs compiled once per signature.
+
+        Integers divisible by 16 or equal to 1 are specialised (ANCHORS section 5); EM and
+        num_valid_tokens are marked do_not_specialize in the kernel.
+        """
+        ints = (self.n, self.k, self.top_k if self.gemm == 1 else 1, self.n * self.k)
+        return (self.dtype, self.gemm, self.b_tma, self.k % config["BLOCK_SIZE_K"] == 0,
+                tuple((v % 16 == 0, v == 1) for v in ints))
+
+
+class MoEGemmCase:
+    """GEMM inputs on a device, the routing, the float32 reference and an output buffer."""
+
+    def __init__(self, spec: MoEGemmSpec, device: str = "cuda", seed: int = 0):
+        if spec.dtype not in _DTYPES:
+            raise AdvisorError(f"dtype {spec.dtype!r} is not one of {sorted(_DTYPES)}")
+        self.spec = spec
+        self.device = device
+        gen = torch.Generator(device=device).manual_seed(seed)
+        dtype = _DTYPES[spec.dtype]
+        e, k, n, m, top_k = spec.num_experts, spec.k, spec.n, spec.m, spec.top_k
+        self.topk_weights, self.topk_ids = fm.route(m, e, top_k, device=device, generator=gen)
+        rows = m if spec.gemm == 1 else m * top_k
+        # Scaled so outputs stay O(1) and bf16 rounding, not overflow, sets the error.
+        self.a = torch.randn(rows, k, device=device, generator=gen).to(dtype)
+        self.w = (torch.randn(e, n, k, device=device, generator=gen) / math.sqrt(k)).to(dtype)
+        self.out = torch.empty(m * top_k, n, device=device, dtype=dtype)
+        self.reference = fm.fused_moe_gemm_reference(
+            self.a, self.w, self.topk_ids, top_k if spec.gemm == 1 else 1,
+            self.topk_weights if spec.gemm == 2 else None)
+        self._align: dict[int, tuple] = {}
+
+    @property
+    def experts_routed(self) -> int:
+        return int(torch.unique(self.topk_ids).numel())
+
+    def compulsory_bytes(self) -> int:
+        """Weights of the experts actually routed to, plus A read once and C written once."""
+        size = self.a.element_size()
+        return size * (self.experts_routed * self.spec.n * self.spec.k + self.a.numel() + self.out.numel())
+
+    def align(self, block_m: int):
+        if block_m not in self._align:
+            self._align[block_m] = fm.moe_align_block_size(self.topk_ids, block_m, self.spec.num_experts)
+        return self._align[block_m]
+
+    def runner(self, config: Config):
+        """A no-argument function that launches the kernel once for `config` into self.out."""
+        align = self.align(config["BLOCK_SIZE_M"])
+        gemm1 = self.spec.gemm == 1
+        weights = self.topk_weights
+
+        def run():
+            fm.invoke_fused_moe_gemm(self.a, self.w, self.out, weights, *align,
+                                     top_k=self.spec.top_k if gemm1 else 1,
+                                     mul_routed_weight=not gemm1, config=config, b_tma=self.spec.b_tma)
+        return run
+
+    def launch(self, config: Config) -> Launch:
+        return describe_launch(self.spec, config)
+
+
+def describe_launch(spec: MoEGemmSpec, config: Config) -> Launch:
+    """The Launch of the shipped kernel for this GEMM and config, as a ceiling or trace records it."""
+    dtype = spec.dtype
+    bm = config["BLOCK_SIZE_M"]
+    em = math.ceil(fm.max_padded_tokens(spec.pairs, spec.num_experts, bm) / bm) * bm
+    rows = spec.m if spec.gemm == 1 else spec.pairs
+    tensors = (
+        TensorArg.contiguous("a_ptr", (rows, spec.k), dtype),
+        TensorArg.contiguous("b_ptr", (spec.num_experts, spec.n, spec.k), dtype),
+        TensorArg.contiguous("c_ptr", (spec.pairs, spec.n), dtype),
+        TensorArg.contiguous("topk_weights_ptr", (spec.m, spec.top_k), "float32"),
+        TensorArg.contiguous("sorted_token_ids_ptr", (em,), "int32"),
+        TensorArg.contiguous("expert_ids_ptr", (em // bm,), "int32"),
+        TensorArg.contiguous("num_tokens_post_padded_ptr", (1,), "int32"),
+    )
+    scalars = {"N": spec.n, "K": spec.k, "EM": em, "num_valid_tokens": spec.pairs,
+               "top_k": spec.top_k if spec.gemm == 1 else 1,
+               "stride_am": spec.k, "stride_ak": 1, "stride_be": spec.n * spec.k, "stride_bn": spec.k,
+               "stride_bk": 1, "stride_cm": spec.n, "stride_cn": 1}
+    constexprs = {"MUL_ROUTED_WEIGHT": spec.gemm == 2, "EVEN_K": spec.k % config["BLOCK_SIZE_K"] == 0,
+                  "B_TMA": bool(spec.b_tma), "compute_type": dtype}
+    return Launch(source=str(Path(fm.__file__).resolve()), kernel="fused_moe_kernel",
+                  grid=fm.gemm_grid(em, spec.n, config), tensors=tensors, scalars=scalars,
+                  constexprs=constexprs, config=config)
+
+
+def compile_config(spec: MoEGemmSpec, config: Config) -> dict:
+    """Compile (no launch) the kernel for `config` with `spec`'s specialisation, on the current GPU.
+
+    Tiny tensors stand in for the real ones: pointers from the allocator are 16-byte aligned like
+    the real ones, and the integer arguments are the real values, so the JIT caches the very kernel
+    the real launch will look up. Returns registers, spills and shared bytes; raises on failure.
+    """
+    dtype = _DTYPES[spec.dtype]
+    dev = "cuda"
+    a = torch.empty(16, 16, dtype=dtype, device=dev)
+    w = torch.empty(1, 16, 16, dtype=dtype, device=dev)
+    b_tma = fm.tma_supported(w) if spec.b_tma is None else spec.b_tma
+    c = torch.empty(16, 16, dtype=dtype, device=dev)
+    tw = torch.empty(16, dtype=torch.float32, device=dev)
+    ids = torch.empty(16, dtype=torch.int32, device=dev)
+    launch = describe_launch(spec, config)
+    s = dict(launch.scalars)
+    kernel = fm.fused_moe_kernel.warmup(
+        a, w, fm.weight_descriptor(w, config) if b_tma else None, c, tw, ids, ids, ids,
+        s["N"], s["K"], s["EM"], s["num_valid_tokens"], s["top_k"],
+        s["stride_am"], s["stride_ak"], s["stride_be"], s["stride_bn"], s["stride_bk"],
+        s["stride_cm"], s["stride_cn"],
+        grid=(1,),
+        MUL_ROUTED_WEIGHT=spec.gemm == 2, EVEN_K=spec.k % config["BLOCK_SIZE_K"] == 0, B_TMA=b_tma,
+        compute_type=fm._TL_DTYPES[dtype],
+        num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
+    init = getattr(kernel, "_init_handles", None)
+    if init is not None:
+        init()  # loads the module: raises OutOfResources when shared memory or registers overflow
+    meta = getattr(kernel, "metadata", None)
+    return {"n_regs": getattr(kernel, "n_regs", None), "n_spills": getattr(kernel, "n_spills", None),
+            "shared": getattr(meta, "shared", None)}
