@@ -1,0 +1,204 @@
+"""The `advisor` command line.
+
+Exit codes: 0 done, 2 a user error (printed as one line on stderr). Data goes to stdout,
+progress and diagnostics to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from ceilings.errors import AdvisorError
+
+
+def _tokens(text: str) -> list[int]:
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of token counts") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: token counts must be positive integers, e.g. 1,16,256")
+    return values
+
+
+def _preset_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", required=True, help="model preset, e.g. mixtral-8x7b (see `advisor presets`)")
+    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size: 1, 2, 4 or 8 (default 1)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from advisor import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="advisor", description="Ceilings, measurements and config advice for Triton kernels. "
+        "The shipped target is a fused Mixture-of-Experts kernel (kernels/fused_moe.py).")
+    parser.add_argument("--version", action="version", version=f"triton-advisor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("presets", help="list the model presets and their fused-MoE shapes per TP size",
+                       description="List the model presets and the fused-MoE GEMM shapes of one rank.")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("configs", help="show the configs the shipped fused-MoE kernel uses for a preset (no GPU)",
+                       description="For each token count, the config the shipped fused-MoE kernel takes on a GPU: "
+                                   "from a tuned JSON file (this project's kernels/configs or --config-dir) or the "
+                                   "default rule. Needs no GPU.")
+    _preset_args(p)
+    p.add_argument("--gpu", default="NVIDIA H100 80GB HBM3",
+                   help="GPU name as torch.cuda.get_device_name() gives it, or a short name (h100, h200)")
+    p.add_argument("--tokens", type=_tokens, help="token counts (default: the engines' 18 keys, 1..4096)")
+    p.add_argument("--config-dir", help="a folder of engine config files to look in before the shipped ones")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("tune", help="(GPU) sweep the shipped fused-MoE kernel for a preset; write a config file",
+                       description="Sweep configs of the shipped fused-MoE kernel (GEMM1 of the layer, uniform "
+                                   "random routing) on this machine's GPU, correctness-checked and timed with CUDA "
+                                   "graphs; resumable through --results; writes the best config per token count as "
+                                   "an engine JSON file when --write-config is given.")
+    _preset_args(p)
+    p.add_argument("--tokens", type=_tokens, default=[1, 16, 64, 256, 1024, 4096], help="token counts to tune")
+    p.add_argument("--results", default="advisor_tune.csv", help="CSV of every measurement (resumes if present)")
+    p.add_argument("--write-config", metavar="DIR", help="write E=..,N=..,device_name=...json into DIR")
+    p.add_argument("--sample", type=int, help="N random configs instead of the stratified set")
+    p.add_argument("--no-refine", action="store_true", help="skip the GROUP_SIZE_M / num_stages refinement")
+    p.add_argument("--deadline", type=float, help="stop measuring after this many seconds (resume later)")
+    p.add_argument("--workers", type=int, help="parallel compile workers (default: cores - 1, at most 16)")
+    return parser
+
+
+GPU_ALIASES = {"h100": "NVIDIA H100 80GB HBM3", "h100-sxm": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200",
+               "h100-pcie": "NVIDIA H100 PCIe", "a100": "NVIDIA A100-SXM4-80GB", "l40s": "NVIDIA L40S"}
+
+
+def gpu_device_name(name: str) -> str:
+    """A short name (h100) to the name torch reports; other names pass through unchanged."""
+    return GPU_ALIASES.get(name.strip().lower(), name.strip())
+
+
+def cmd_presets(args) -> int:
+    from kernels.moe_presets import PRESETS, TP_SIZES
+
+    rows = []
+    for preset in PRESETS.values():
+        for tp in TP_SIZES:
+            if preset.intermediate % tp:
+                continue
+            shape = preset.shape(tp)
+            rows.append({"preset": preset.name, "tp": tp, "experts": shape.num_experts, "top_k": shape.top_k,
+                         "hidden": shape.hidden, "intermediate_per_rank": shape.intermediate,
+                         "gemm1_k_n": [shape.hidden, shape.gemm1_n], "gemm2_k_n": [shape.intermediate, shape.hidden],
+                         "dtype": shape.dtype})
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="fused-MoE model presets (one rank's expert layer, bf16)")
+    for col in ("preset", "TP", "E", "top-k", "I/rank", "GEMM1 KxN", "GEMM2 KxN"):
+        table.add_column(col, justify="left" if col == "preset" else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(r["preset"], str(r["tp"]), str(r["experts"]), str(r["top_k"]),
+                      str(r["intermediate_per_rank"]), "{}x{}".format(*r["gemm1_k_n"]),
+                      "{}x{}".format(*r["gemm2_k_n"]))
+    Console().print(table)
+    return 0
+
+
+def cmd_configs(args) -> int:
+    from pathlib import Path
+
+    from kernels.moe_configs import ENGINE_M_KEYS, config_file_name, get_config
+    from kernels.moe_presets import get_preset
+
+    if args.config_dir and not Path(args.config_dir).is_dir():
+        raise AdvisorError(f"--config-dir {args.config_dir} is not a folder; give the folder that holds the "
+                           "E=..,N=..,device_name=...json files")
+    preset = get_preset(args.preset)
+    shape = preset.shape(args.tp)
+    device = gpu_device_name(args.gpu)
+    file_name = config_file_name(shape.num_experts, shape.config_file_n, device)
+    rows = []
+    for m in args.tokens or ENGINE_M_KEYS:
+        config, source = get_config(m, shape.num_experts, shape.config_file_n, shape.top_k, device, args.config_dir)
+        rows.append({"tokens": m, "config": config.to_engine_entry(),
+                     "source": str(source), "tuned": source.endswith(".json")})
+    if args.format == "json":
+        print(json.dumps({"preset": preset.name, "tp": args.tp, "gpu": device, "config_file": file_name,
+                          "gemm1": shape.gemm1(), "configs": rows}, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    e, top_k, k, n = shape.gemm1()
+    table = Table(title=f"{preset.name} TP{args.tp} on {device}: E={e}, top-k {top_k}, GEMM1 K={k} N={n}",
+                  caption=_source_caption(rows[0], file_name))
+    for col in ("tokens", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "warps", "stages", "source"):
+        table.add_column(col, justify="left" if col == "source" else "right")
+    for r in rows:
+        c = r["config"]
+        table.add_row(str(r["tokens"]), *(str(c[key]) for key in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K",
+                                                                   "GROUP_SIZE_M", "num_warps", "num_stages")),
+                      "tuned file" if r["tuned"] else "default rule")
+    Console().print(table)
+    return 0
+
+
+def _source_caption(row: dict, file_name: str) -> str:
+    from pathlib import Path
+
+    from kernels.moe_configs import SHIPPED_DIR
+
+    if not row["tuned"]:
+        return f"no tuned file {file_name}: default rule"
+    folder = Path(row["source"]).parent
+    return f"tuned: {file_name} " + ("(shipped)" if folder == SHIPPED_DIR else f"in {folder}")
+
+
+def cmd_tune(args) -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise AdvisorError("`advisor tune` measures on a GPU and torch sees none; run it on a CUDA machine, or use "
+                           "`advisor configs` to see the shipped configs")
+    from advisor import measure, moe_tune
+    from kernels.moe_bench import MoEGemmSpec
+    from kernels.moe_configs import config_file_name, write_config_file
+    from kernels.moe_presets import get_preset
+
+    shape = get_preset(args.preset).shape(args.tp)
+    e, top_k, k, n = shape.gemm1()
+    specs = [MoEGemmSpec(e, top_k, k, n, m, gemm=1) for m in args.tokens]
+    for summary in moe_tune.tune(specs, args.results, sample=args.sample, refine=not args.no_refine,
+                                 deadline_s=args.deadline, workers=args.workers,
+                                 show_progress=sys.stderr.isatty()):
+        print(f"{summary['phase']}: {json.dumps(summary)}", file=sys.stderr)
+    table = moe_tune.tuned_table(moe_tune.read_results(args.results), specs)
+    for m, config in table.configs.items():
+        print(f"M={m}: {config.label()}")
+    if args.write_config:
+        name = config_file_name(e, shape.config_file_n, measure.gpu_name())
+        print("wrote", write_config_file(f"{args.write_config}/{name}", table))
+    return 0
+
+
+COMMANDS = {"presets": cmd_presets, "configs": cmd_configs, "tune": cmd_tune}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except AdvisorError as exc:
+        print(f"advisor: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("advisor: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""The `advisor` command line, run as a user runs it: in a subprocess, checking output and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels.moe_configs import SHIPPED_DIR, config_file_name, read_config_file
+from kernels.moe_presets import PRESETS, TP_SIZES, get_preset
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def advisor(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "COLUMNS": "120", **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+
+
+def test_help_lists_the_subcommands():
+    result = advisor("--help")
+    assert result.returncode == 0
+    for command in ("presets", "configs", "tune"):
+        assert command in result.stdout
+
+
+def test_presets_json_lists_every_preset_and_tp():
+    result = advisor("presets", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert {(r["preset"], r["tp"]) for r in rows} == {(p, tp) for p in PRESETS for tp in TP_SIZES}
+    mixtral = next(r for r in rows if r["preset"] == "mixtral-8x7b" and r["tp"] == 2)
+    assert mixtral["gemm1_k_n"] == [4096, 14336] and mixtral["experts"] == 8 and mixtral["top_k"] == 2
+
+
+def test_configs_reads_the_shipped_tuned_file():
+    result = advisor("configs", "--preset", "Qwen/Qwen3-30B-A3B", "--tp", "4", "--gpu", "h100",
+                     "--tokens", "1,48,4096", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["config_file"] == "E=128,N=192,device_name=NVIDIA_H100_80GB_HBM3.json"
+    table = read_config_file(SHIPPED_DIR / doc["config_file"])
+    for row in doc["configs"]:
+        assert row["tuned"] and row["source"].endswith(doc["config_file"])
+        assert row["config"] == table.lookup(row["tokens"]).to_engine_entry()
+
+
+def test_configs_falls_back_to_the_default_rule_and_says_so():
+    result = advisor("configs", "--preset", "deepseek-v2-lite", "--tp", "8", "--gpu", "NVIDIA L4")
+    assert result.returncode == 0, result.stderr
+    assert "│ default rule" in result.stdout and "│ tuned file" not in result.stdout
+    assert "E=64,N=176,device_name=NVIDIA_L4.json" in result.stdout
+
+
+def test_configs_prefers_a_config_dir(tmp_path):
+    name = config_file_name(8, 7168, "NVIDIA H100 80GB HBM3")
+    (tmp_path / name).write_text(json.dumps({"8": {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64,
+                                                   "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 2}}))
+    result = advisor("configs", "--preset", "mixtral-8x7b", "--tp", "2", "--tokens", "1", "--config-dir",
+                     str(tmp_path), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)["configs"][0]
+    assert row["source"] == str(tmp_path / name)
+    assert row["config"]["BLOCK_SIZE_M"] == 32 and row["config"]["num_stages"] == 2
+
+
+@pytest.mark.parametrize("args, named", [
+    (("configs", "--preset", "llama-moe"), "llama-moe"),
+    (("configs", "--preset", "mixtral-8x7b", "--tp", "3"), "3"),
+    (("configs", "--preset", "mixtral-8x7b", "--config-dir", "/nonexistent/folder"), "/nonexistent/folder"),
+])
+def test_user_errors_exit_2_with_one_line(args, named):
+    result = advisor(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("advisor: error:") and named in lines[0]
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_bad_config_file_in_config_dir_is_a_user_error(tmp_path):
+    name = config_file_name(8, 7168, "NVIDIA H100 80GB HBM3")
+    (tmp_path / name).write_text("{not json")
+    result = advisor("configs", "--preset", "mixtral-8x7b", "--tp", "2", "--config-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert name in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_token_list_exits_2():
+    result = advisor("configs", "--preset", "mixtral-8x7b", "--tokens", "1,x")
+    assert result.returncode == 2 and "token counts" in result.stderr
+
+
+def test_tune_without_a_gpu_is_a_user_error():
+    result = advisor("tune", "--preset", "qwen3-30b-a3b", "--tp", "4", env_extra={"CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "GPU" in result.stderr
+
+
+def test_headless_commands_never_load_textual():
+    code = ("import sys; from advisor.cli import main; rc = main(['configs', '--preset', 'mixtral-8x7b', "
+            "'--format', 'json']); assert rc == 0; print('textual' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_shipped_config_files_are_valid_and_canonical():
+    from kernels.fused_moe import CONFIG_SPACE, resource_precheck
+
+    files = sorted(SHIPPED_DIR.glob("*.json"))
+    assert files, "the project ships tuned config files"
+    names = {config_file_name(p.shape(tp).num_experts, p.shape(tp).config_file_n, "NVIDIA H100 80GB HBM3")
+             for p in PRESETS.values() for tp in TP_SIZES if p.intermediate % tp == 0}
+    for path in files:
+        assert path.name in names, f"{path.name} matches no preset shape"
+        table = read_config_file(path)
+        from kernels.moe_configs import format_config_table
+
+        assert format_config_table(table) == path.read_text(), f"{path.name} is not in the engines' layout"
+        for config in table.configs.values():
+            for key, values in CONFIG_SPACE.items():
+                value = config.num_warps if key == "num_warps" else config.num_stages if key == "num_stages" \
+                    else config[key]
+                assert value in values
+            assert resource_precheck(config, 227 * 1024) is None
+    assert get_preset("mixtral-8x7b")
