@@ -158,14 +158,18 @@ def fused_moe_kernel(
         return
 
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    offs_token = tl.load(sorted_token_ids_ptr + offs_m).to(tl.int64)
-    token_mask = offs_token < num_valid_tokens
+    pair = tl.load(sorted_token_ids_ptr + offs_m)
+    token_mask = pair < num_valid_tokens
+    # Divide in 32 bits (pair ids are below 2^31); a 64-bit division is a called software routine.
+    # Offsets into A and C go 64-bit, since rows x strides can pass 2^31.
+    a_row = (pair // top_k).to(tl.int64)
+    offs_token = pair.to(tl.int64)
     expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
 
     # Columns past N wrap to valid ones so B loads need no mask; those columns are never stored.
     offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    a_ptrs = a_ptr + (offs_token[:, None] // top_k) * stride_am + offs_k[None, :] * stride_ak
+    a_ptrs = a_ptr + a_row[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + expert * stride_be + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
 
     # Row of this tile's first weight in the [E * N, K] view. Rows past N belong to the next expert
