@@ -15,6 +15,7 @@ from typing import Any
 from ceilings.errors import AdvisorError
 
 Scalar = int | float | bool | str
+# A launch's scalar arguments may also be None (an optional argument passed as None).
 
 # The serving engines' fused-MoE JSON entry: meta-parameters first, then the two launch options,
 # in this order (the order their tuners write, kept for byte-compatible files).
@@ -156,16 +157,26 @@ class Config:
 
 @dataclass(frozen=True)
 class TensorArg:
-    """A tensor argument as the kernel sees it: shape, dtype name (`bfloat16`) and strides in elements."""
+    """A tensor argument as the kernel sees it: shape, dtype name (`bfloat16`) and strides in elements.
+
+    With `block_shape` it is a TMA tensor descriptor over that shape and strides, loading blocks of
+    that shape (a `triton.tools.tensor_descriptor.TensorDescriptor` argument).
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: str
     stride: tuple[int, ...]
+    block_shape: tuple[int, ...] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
         object.__setattr__(self, "stride", tuple(int(s) for s in self.stride))
+        if self.block_shape is not None:
+            object.__setattr__(self, "block_shape", tuple(int(s) for s in self.block_shape))
+            if len(self.block_shape) != len(self.shape):
+                raise AdvisorError(f"tensor descriptor {self.name}: block {self.block_shape} and shape "
+                                   f"{self.shape} differ in rank")
         if len(self.shape) != len(self.stride):
             raise AdvisorError(f"tensor {self.name}: shape {self.shape} and stride {self.stride} differ in rank")
         if any(s < 0 for s in self.shape):
@@ -188,7 +199,11 @@ class TensorArg:
         return n
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "stride": list(self.stride)}
+        out: dict[str, Any] = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+                               "stride": list(self.stride)}
+        if self.block_shape is not None:
+            out["block_shape"] = list(self.block_shape)
+        return out
 
 
 def _frozen_items(mapping: Mapping[str, Scalar] | Iterable[tuple[str, Scalar]]) -> tuple[tuple[str, Scalar], ...]:
@@ -242,6 +257,9 @@ class Launch:
                 return t
         raise KeyError(name)
 
+    def with_source(self, source: str) -> Launch:
+        return Launch(source, self.kernel, self.grid, self.tensors, self.scalars, self.constexprs, self.config)
+
     def with_config(self, config: Config) -> Launch:
         return Launch(self.source, self.kernel, self.grid, self.tensors, self.scalars, self.constexprs, config)
 
@@ -261,7 +279,8 @@ class Launch:
         if not isinstance(data, Mapping):
             raise AdvisorError(f"{where}: a launch must be an object, got {type(data).__name__}")
         try:
-            tensors = tuple(TensorArg(t["name"], tuple(t["shape"]), t["dtype"], tuple(t["stride"]))
+            tensors = tuple(TensorArg(t["name"], tuple(t["shape"]), t["dtype"], tuple(t["stride"]),
+                                      tuple(t["block_shape"]) if t.get("block_shape") is not None else None)
                             for t in data.get("tensors", ()))
             return cls(
                 source=str(data["source"]),

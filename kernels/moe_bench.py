@@ -83,6 +83,13 @@ class MoEGemmCase:
     def experts_routed(self) -> int:
         return int(torch.unique(self.topk_ids).numel())
 
+    def expert_counts(self) -> list[int]:
+        """(token, k) pairs routed to each expert: what sets the padding of the M blocks."""
+        return torch.bincount(self.topk_ids.reshape(-1).long(), minlength=self.spec.num_experts).tolist()
+
+    def info(self) -> dict:
+        return {"expert_counts": self.expert_counts()}
+
     def compulsory_bytes(self) -> int:
         """Weights of the experts actually routed to, plus A read once and C written once."""
         size = self.a.element_size()
@@ -109,27 +116,36 @@ class MoEGemmCase:
         return describe_launch(self.spec, config)
 
 
-def describe_launch(spec: MoEGemmSpec, config: Config) -> Launch:
-    """The Launch of the shipped kernel for this GEMM and config, as a ceiling or trace records it."""
+def describe_launch(spec: MoEGemmSpec, config: Config, arch: int = 90) -> Launch:
+    """The Launch of the shipped kernel for this GEMM and config on sm_`arch`, as a trace records it.
+
+    Weights go through a TMA descriptor when the spec says so, or (b_tma=None) on Hopper and newer,
+    as `invoke_fused_moe_gemm` chooses for contiguous weights.
+    """
     dtype = spec.dtype
+    b_tma = spec.b_tma if spec.b_tma is not None else arch >= 90
     bm = config["BLOCK_SIZE_M"]
     em = math.ceil(fm.max_padded_tokens(spec.pairs, spec.num_experts, bm) / bm) * bm
     rows = spec.m if spec.gemm == 1 else spec.pairs
+    descriptor = (TensorArg("b_desc", (spec.num_experts * spec.n, spec.k), dtype, (spec.k, 1),
+                            (config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"])),) if b_tma else ()
     tensors = (
         TensorArg.contiguous("a_ptr", (rows, spec.k), dtype),
         TensorArg.contiguous("b_ptr", (spec.num_experts, spec.n, spec.k), dtype),
+        *descriptor,
         TensorArg.contiguous("c_ptr", (spec.pairs, spec.n), dtype),
         TensorArg.contiguous("topk_weights_ptr", (spec.m, spec.top_k), "float32"),
         TensorArg.contiguous("sorted_token_ids_ptr", (em,), "int32"),
         TensorArg.contiguous("expert_ids_ptr", (em // bm,), "int32"),
         TensorArg.contiguous("num_tokens_post_padded_ptr", (1,), "int32"),
     )
-    scalars = {"N": spec.n, "K": spec.k, "EM": em, "num_valid_tokens": spec.pairs,
+    scalars = {**({} if b_tma else {"b_desc": None}), "N": spec.n, "K": spec.k, "EM": em,
+               "num_valid_tokens": spec.pairs,
                "top_k": spec.top_k if spec.gemm == 1 else 1,
                "stride_am": spec.k, "stride_ak": 1, "stride_be": spec.n * spec.k, "stride_bn": spec.k,
                "stride_bk": 1, "stride_cm": spec.n, "stride_cn": 1}
     constexprs = {"MUL_ROUTED_WEIGHT": spec.gemm == 2, "EVEN_K": spec.k % config["BLOCK_SIZE_K"] == 0,
-                  "B_TMA": bool(spec.b_tma), "compute_type": dtype}
+                  "B_TMA": b_tma, "compute_type": dtype}
     return Launch(source=str(Path(fm.__file__).resolve()), kernel="fused_moe_kernel",
                   grid=fm.gemm_grid(em, spec.n, config), tensors=tensors, scalars=scalars,
                   constexprs=constexprs, config=config)

@@ -1,0 +1,359 @@
+"""Compile a Triton kernel for a target GPU without a GPU, exactly as the JIT would for a launch.
+
+The JIT specialises a launch's arguments (pointers and integers divisible by 16, integers equal to
+1, per-parameter `do_not_specialize`) before compiling (ANCHORS section 5); an AOT compile that
+skips this builds a different kernel. So this module runs the JIT's own binder on stand-ins for the
+launch's arguments (fake tensors with the right dtype and a 16-byte aligned address, the real
+integer values), then `triton.compile` for the target. Registers, local memory and SASS come from
+the `cuobjdump` and `nvdisasm` that ship inside Triton. Results are cached on disk, keyed by the
+kernel's source hash, the specialisation, the options, the arch and the Triton version.
+
+Tested with Triton 3.9 (here) and 3.6 (the GPU machines); the binder API is internal to Triton and
+is reached through `_binder_and_pack`, the one place to adapt for other versions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ceilings.errors import AdvisorError
+from ceilings.launch import Launch
+
+ARCHS = (80, 86, 89, 90, 100)
+
+_ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
+             "int32": 4, "int64": 8, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    kernel: str
+    arch: int
+    triton_version: str
+    num_warps: int
+    num_stages: int
+    shared_bytes: int        # dynamic shared memory the launch needs (Triton's metadata.shared)
+    registers: int | None    # per thread
+    local_bytes: int | None  # local memory per thread: register spills (or local arrays)
+    ttir: str
+    ttgir: str
+    ptx: str
+    sass: str
+    key: str
+
+    @property
+    def spills(self) -> bool:
+        return bool(self.local_bytes)
+
+
+# ----------------------------------------------------------------------------------------------
+# Finding kernels in a file.
+# ----------------------------------------------------------------------------------------------
+def _unwrap(obj):
+    """An @triton.autotune / @triton.heuristics wrapper's JIT function, or the object itself."""
+    from triton.runtime.jit import JITFunction
+
+    for _ in range(8):
+        if isinstance(obj, JITFunction) or not hasattr(obj, "fn"):
+            break
+        obj = obj.fn
+    return obj
+
+
+def _is_jit(obj) -> bool:
+    from triton.runtime.jit import JITFunction
+
+    return isinstance(_unwrap(obj), JITFunction)
+
+
+def load_module(path: str | os.PathLike):
+    """Import a kernel file as a module. This runs its top-level code, as running its tests would."""
+    path = Path(path)
+    if not path.is_file():
+        raise AdvisorError(f"kernel file {path} does not exist; give the path of a Python file with Triton kernels")
+    try:
+        source = path.read_text()
+        compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        raise AdvisorError(f"{path}:{exc.lineno}: syntax error ({exc.msg}); fix the file first") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AdvisorError(f"kernel file {path} cannot be read ({exc.__class__.__name__})") from None
+    name = "_advisor_kernel_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        # Compile needs the real JIT functions, also in a process that runs kernels interpreted.
+        with contextlib.redirect_stdout(io.StringIO()), _env(TRITON_INTERPRET="0"):
+            spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise AdvisorError(f"importing {path} failed: {exc.__class__.__name__}: {exc}".splitlines()[0]) from None
+    return module
+
+
+def find_kernels(module) -> dict[str, object]:
+    """Triton kernels defined at the top level of a module, by name (autotune wrappers unwrapped)."""
+    return {name: _unwrap(obj) for name, obj in vars(module).items() if _is_jit(obj)}
+
+
+def load_kernel(path: str | os.PathLike, name: str | None = None):
+    kernels = find_kernels(load_module(path))
+    if not kernels:
+        raise AdvisorError(f"{path} defines no Triton kernel (no @triton.jit function at top level)")
+    if name is None:
+        if len(kernels) > 1:
+            raise AdvisorError(f"{path} defines several Triton kernels ({', '.join(kernels)}); pick one with --kernel")
+        return next(iter(kernels.values()))
+    if name not in kernels:
+        raise AdvisorError(f"{path} has no Triton kernel {name!r}; it defines {', '.join(kernels)}")
+    return kernels[name]
+
+
+# ----------------------------------------------------------------------------------------------
+# Stand-ins for a launch's arguments, and the JIT's binder.
+# ----------------------------------------------------------------------------------------------
+class _FakeDtype:
+    """Enough of a torch dtype for Triton's binder: its name (`torch.bfloat16`) and size."""
+
+    def __init__(self, name: str):
+        if name not in _ITEMSIZE:
+            raise AdvisorError(f"tensor dtype {name!r} is not supported; use one of {', '.join(_ITEMSIZE)}")
+        self.name = name
+        self.itemsize = _ITEMSIZE[name]
+        self.is_floating_point = name.startswith(("float", "bfloat"))
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+
+# One dtype object per name, alive for the whole process: Triton's native specialiser caches what it
+# learns about a dtype object by its identity, so a freed object whose address is reused by another
+# dtype would be taken for the old one (seen as pointers typed *i32 instead of *bf16).
+_FAKE_DTYPES: dict[str, _FakeDtype] = {}
+
+
+def _fake_dtype(name: str) -> _FakeDtype:
+    if name not in _FAKE_DTYPES:
+        _FAKE_DTYPES[name] = _FakeDtype(name)
+    return _FAKE_DTYPES[name]
+
+
+class _FakeTensor:
+    """A tensor the binder sees as 16-byte aligned (what the caching allocator returns)."""
+
+    def __init__(self, dtype: str, shape=(1,)):
+        self.dtype = _fake_dtype(dtype)
+        self.shape = tuple(shape)
+
+    @staticmethod
+    def data_ptr() -> int:
+        return 0
+
+
+def _constexpr_value(value):
+    """JSON-friendly constexpr values back to Triton objects: dtype names become `tl` dtypes."""
+    import triton.language as tl
+
+    if isinstance(value, str):
+        dtype = getattr(tl, value, None)
+        if isinstance(dtype, tl.dtype):
+            return dtype
+    return value
+
+
+def launch_arguments(fn, launch: Launch) -> tuple[list, dict]:
+    """Positional stand-ins and keyword constexprs for `fn`, from the launch."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    tensors = {t.name: t for t in launch.tensors}
+    scalars = dict(launch.scalars)
+    constexprs = {**dict(launch.constexprs), **launch.config.params}
+    args, kwargs = [], {}
+    for param in fn.params:
+        name = param.name
+        if param.is_constexpr:
+            if name in constexprs:
+                kwargs[name] = _constexpr_value(constexprs[name])
+            elif not param.has_default:
+                raise AdvisorError(f"launch of {launch.kernel} gives no value for constexpr {name}")
+            continue
+        if name in tensors:
+            t = tensors[name]
+            base = _FakeTensor(t.dtype, t.shape)
+            block = getattr(t, "block_shape", None)
+            args.append(TensorDescriptor(base, list(t.shape), list(t.stride), list(block)) if block else base)
+        elif name in scalars:
+            args.append(scalars[name])
+        elif param.has_default:
+            args.append(param.default)
+        else:
+            raise AdvisorError(f"launch of {launch.kernel} gives no value for argument {name}; add it to the "
+                               "launch's tensors or scalars")
+    unknown = set(constexprs) - {p.name for p in fn.params if p.is_constexpr}
+    if unknown:
+        raise AdvisorError(f"launch of {launch.kernel} sets {', '.join(sorted(unknown))}, which are not constexpr "
+                           f"parameters of the kernel")
+    return args, kwargs
+
+
+def _binder_and_pack(fn, backend, args, kwargs):
+    from triton.runtime.jit import create_function_from_signature
+
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    return fn._pack_args(backend, kwargs, bound, specialization, options)
+
+
+# ----------------------------------------------------------------------------------------------
+# Compile, with a disk cache.
+# ----------------------------------------------------------------------------------------------
+def cache_dir() -> Path:
+    base = os.environ.get("TRITON_ADVISOR_HOME") or Path.home() / ".cache" / "triton-advisor"
+    return Path(base) / "compile"
+
+
+def _tool(name: str) -> str:
+    import triton
+
+    path = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    if not path.exists():
+        raise AdvisorError(f"{name} is not bundled with this Triton ({path}); install a Triton with the NVIDIA "
+                           "backend")
+    return str(path)
+
+
+def _resource_usage(cubin: bytes) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([_tool("cuobjdump"), "--dump-resource-usage", f.name], capture_output=True,
+                             text=True, check=True).stdout
+        sass = subprocess.run([_tool("nvdisasm"), "-c", f.name], capture_output=True, text=True, check=True).stdout
+    usage = {key.lower(): int(value) for key, value in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", out)}
+    return {"registers": usage.get("reg"), "local_bytes": usage.get("local", 0) + usage.get("stack", 0),
+            "sass": sass}
+
+
+def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=None) -> CompiledKernel:
+    """Compile the launch's kernel for sm_`arch` with the launch's specialisation; no GPU needed."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+
+    if arch not in ARCHS:
+        raise AdvisorError(f"arch sm_{arch} is not supported; use one of {', '.join(f'sm_{a}' for a in ARCHS)}")
+    fn = fn or load_kernel(launch.source, launch.kernel)
+    target = GPUTarget("cuda", arch, 32)
+    backend = make_backend(target)
+    args, kwargs = launch_arguments(fn, launch)
+    kwargs.update(num_warps=launch.config.num_warps, num_stages=launch.config.num_stages)
+    with _quiet_knob_warnings():
+        options, signature, constexprs, attrs = _binder_and_pack(fn, backend, args, kwargs)
+    key_text = json.dumps([fn.cache_key, signature, sorted((str(k), str(v)) for k, v in constexprs.items()),
+                           sorted((str(k), str(v)) for k, v in attrs.items()), sorted(options.__dict__.items(),
+                                                                                      key=lambda kv: kv[0]),
+                           arch, triton.__version__], default=str)
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
+    path = cache_dir() / f"{key}.json"
+    if use_cache and path.exists():
+        try:
+            return CompiledKernel(**json.loads(path.read_text()))
+        except (json.JSONDecodeError, TypeError):
+            path.unlink(missing_ok=True)
+    if _interpreting():
+        return _compile_in_child(launch, arch, use_cache)
+    try:
+        with _quiet_knob_warnings():
+            compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
+                                      options=options.__dict__)
+    except Exception as exc:
+        first = f"{exc.__class__.__name__}: {exc}".strip().splitlines()[0][:300]
+        raise AdvisorError(f"{launch.kernel} does not compile for sm_{arch} with {launch.config.label()}: "
+                           f"{first}") from None
+    usage = _resource_usage(compiled.asm["cubin"])
+    result = CompiledKernel(kernel=launch.kernel, arch=arch, triton_version=triton.__version__,
+                            num_warps=launch.config.num_warps, num_stages=launch.config.num_stages,
+                            shared_bytes=int(compiled.metadata.shared), registers=usage["registers"],
+                            local_bytes=usage["local_bytes"], ttir=compiled.asm.get("ttir", ""),
+                            ttgir=compiled.asm.get("ttgir", ""), ptx=compiled.asm.get("ptx", ""),
+                            sass=usage["sass"], key=key)
+    if use_cache:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(asdict(result), f)
+        os.replace(tmp, path)
+    return result
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+_CHILD = """
+import json, sys
+from dataclasses import asdict
+from ceilings.errors import AdvisorError
+from ceilings.launch import Launch
+from ceilings.compile import compile_launch
+try:
+    request = json.loads(sys.stdin.read())
+    result = compile_launch(Launch.from_dict(request["launch"]), request["arch"], request["use_cache"])
+    print(json.dumps(asdict(result)))
+except AdvisorError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def _compile_in_child(launch: Launch, arch: int, use_cache: bool) -> CompiledKernel:
+    """Compile in a child process without the CPU interpreter: in a process where TRITON_INTERPRET is
+    set, Triton's own library functions (tl.cdiv, ...) are interpreted objects that code generation
+    cannot use."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "TRITON_INTERPRET": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    request = json.dumps({"launch": launch.to_dict(), "arch": arch, "use_cache": use_cache})
+    done = subprocess.run([sys.executable, "-c", _CHILD], input=request, capture_output=True, text=True, env=env)
+    if done.returncode == 2:
+        raise AdvisorError(done.stderr.strip().splitlines()[-1])
+    if done.returncode != 0:
+        raise RuntimeError(f"compiling {launch.kernel} in a child process failed:\n{done.stderr[-2000:]}")
+    return CompiledKernel(**json.loads(done.stdout))
+
+
+@contextlib.contextmanager
+def _env(**values: str):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _quiet_knob_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
+        yield

@@ -1,0 +1,132 @@
+"""Per-pipeline time of a launch's work on a GPU, the binding pipeline, and the ceiling.
+
+A `Demand` is the work of one launch: for SM-local pipelines (tensor, fma, alu, xu, lsu, smem) the
+work of one CTA that does the main work, and how many such CTAs there are; for the shared memory
+system (L2, DRAM) chip-wide bytes. The busiest SM runs at least ceil(active CTAs / SMs) of those CTAs
+(pigeonhole), so each SM-local pipeline needs at least that many CTAs' work divided by one SM's
+rate. ceiling_us = the largest pipeline time + the launch floor (the measured time of an empty
+kernel launched back to back in a CUDA graph).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ceilings.hardware import GPUSpec, Rates
+
+PIPELINES = ("tensor", "fma", "alu", "xu", "lsu", "smem", "l2", "dram", "launch")
+
+
+@dataclass
+class Demand:
+    kernel: str
+    ctas: int                          # CTAs launched
+    active_ctas: int                   # CTAs that do the main work (the rest exit early)
+    warps_per_cta: int
+    tensor_flops_per_cta: float = 0.0
+    tensor_dtype: str = "bf16"
+    tensor_kind: str = "wgmma"         # "wgmma" (warpgroup MMA) or "mma_sync" (warp MMA)
+    # Warp-level instructions per active CTA, by pipeline.
+    instructions_per_cta: dict[str, float] = field(default_factory=dict)
+    smem_bytes_per_cta: float = 0.0
+    l2_bytes: float = 0.0              # chip-wide bytes between L2 and the SMs
+    dram_bytes: float = 0.0            # chip-wide compulsory DRAM bytes
+    shared_bytes: int | None = None    # per CTA, for occupancy
+    registers: int | None = None       # per thread, for occupancy
+    source: str = "semantic"
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Ceiling:
+    gpu: str
+    kernel: str
+    config: dict
+    ceiling_us: float
+    binding: str
+    pipelines: dict[str, float | None]
+    ctas: int
+    active_ctas: int
+    waves: float
+    ctas_per_sm: int
+    rates_source: dict[str, str]
+    demand_source: str
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The ARCHITECTURE.md contract, plus the active CTAs and where the numbers came from."""
+        return {"gpu": self.gpu, "kernel": self.kernel, "config": self.config,
+                "ceiling_us": round(self.ceiling_us, 3), "binding": self.binding,
+                "pipelines": {k: (None if v is None else round(v, 3)) for k, v in self.pipelines.items()},
+                "ctas": self.ctas, "active_ctas": self.active_ctas, "waves": round(self.waves, 3),
+                "ctas_per_sm": self.ctas_per_sm, "rates_source": self.rates_source,
+                "demand_source": self.demand_source, "notes": self.notes}
+
+
+def occupancy(spec: GPUSpec, warps_per_cta: int, registers: int | None, shared_bytes: int | None) -> int:
+    """CTAs that fit on one SM at once, limited by warps, blocks, registers and shared memory."""
+    limits = [spec.max_blocks_per_sm, spec.max_warps_per_sm // max(warps_per_cta, 1)]
+    if registers:
+        # Registers are allocated per warp in units of 256 (8 per thread, rounded up).
+        per_warp = math.ceil(registers * 32 / 256) * 256
+        limits.append(spec.registers_per_sm // (per_warp * warps_per_cta))
+    if shared_bytes is not None:
+        reserved = 1024  # the driver reserves 1 KB of shared memory per CTA on sm_80 and newer
+        limits.append(spec.smem_per_sm // (shared_bytes + reserved))
+    return max(0, min(limits))
+
+
+def roofline(demand: Demand, rates: Rates, config: dict | None = None) -> Ceiling:
+    spec = rates.spec
+    sms = spec.sms
+    busiest = math.ceil(demand.active_ctas / sms) if demand.active_ctas else 0
+    notes = list(demand.notes)
+
+    # Tensor work has two floors: the busiest SM at its own peak (the spec rate at boost clock: a
+    # lightly loaded chip runs at boost), and all the work at the chip's sustained rate (calibrated:
+    # under sustained tensor load the clock drops, ANCHORS section 6).
+    chip_rate = rates.tensor_tflops.get(demand.tensor_dtype)
+    sm_rate = spec.tensor_flops.get(demand.tensor_dtype)
+    kind = spec.mma_sync_fraction if demand.tensor_kind == "mma_sync" else 1.0
+    tensor_us: float | None = 0.0
+    if demand.tensor_flops_per_cta:
+        if chip_rate is None or sm_rate is None:
+            tensor_us = None
+            notes.append(f"{spec.name} has no known {demand.tensor_dtype} tensor rate; tensor time unknown")
+        else:
+            busiest_sm = busiest * demand.tensor_flops_per_cta / (sm_rate * kind * spec.boost_clock_ghz * 1e9)
+            whole_chip = demand.active_ctas * demand.tensor_flops_per_cta / (chip_rate * kind * 1e12)
+            tensor_us = max(busiest_sm, whole_chip) * 1e6
+
+    def issue_us(pipe: str, warp_instr_per_s_chip: float) -> float:
+        count = demand.instructions_per_cta.get(pipe, 0.0)
+        return busiest * count / (warp_instr_per_s_chip / sms) * 1e6
+
+    fma_instr_rate = rates.fma_tflops * 1e12 / 2 / 32  # FMAs/s over 32 lanes -> warp instructions/s
+    pipelines: dict[str, float | None] = {
+        "tensor": tensor_us,
+        "fma": issue_us("fma", fma_instr_rate),
+        "alu": issue_us("alu", rates.alu_ginst * 1e9),
+        "xu": issue_us("xu", rates.xu_ginst * 1e9),
+        "lsu": issue_us("lsu", rates.lsu_ginst * 1e9),
+        "smem": busiest * demand.smem_bytes_per_cta / (rates.smem_tbs * 1e12 / sms) * 1e6,
+        "l2": None if rates.l2_tbs is None else demand.l2_bytes / (rates.l2_tbs * 1e12) * 1e6,
+        "dram": demand.dram_bytes / (rates.dram_tbs * 1e12) * 1e6,
+        "launch": rates.launch_us,
+    }
+    if rates.l2_tbs is None:
+        notes.append(f"L2 bandwidth of {spec.name} unknown (run `advisor calibrate`); L2 time left out")
+    # The L2 rate is a probe's reach, not a roof: on an H100 the probe reads 7.4-8.7 TB/s while the
+    # fused-MoE kernel moves up to ~10.6 TB/s through L2 (benchmarks/RESULTS.md). Its time is shown
+    # but does not set the ceiling until a probe reaches the hardware's limit.
+    work = {k: v for k, v in pipelines.items() if k not in ("launch", "l2") and v is not None}
+    binding = max(work, key=work.get) if work else "launch"
+    ceiling = (work[binding] if work else 0.0) + rates.launch_us
+    per_sm = occupancy(spec, demand.warps_per_cta, demand.registers, demand.shared_bytes)
+    if per_sm == 0:
+        notes.append("the CTA does not fit on an SM (registers or shared memory); it cannot launch")
+    waves = demand.active_ctas / (sms * per_sm) if per_sm else float("inf")
+    return Ceiling(gpu=spec.name, kernel=demand.kernel, config=config or {}, ceiling_us=ceiling, binding=binding,
+                   pipelines=pipelines, ctas=demand.ctas, active_ctas=demand.active_ctas, waves=waves,
+                   ctas_per_sm=per_sm, rates_source=rates.source, demand_source=demand.source, notes=notes)

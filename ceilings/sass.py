@@ -1,0 +1,358 @@
+"""Generic per-pipeline instruction counts of any compiled kernel, from its SASS and TTGIR.
+
+1. Parse `nvdisasm -c` output into instructions with addresses, labels and branch targets.
+2. Build the control-flow graph of the kernel function, find natural loops (back edges to a
+   dominating block), and nest them.
+3. Match the SASS loops, outermost first in address order, to the `scf.for` loops of the final
+   TTGIR, whose bounds are evaluated on the launch's scalar arguments (`ttir_eval`). A loop that
+   cannot be matched or whose bound cannot be evaluated (a data-dependent bound, a spin-wait) counts
+   one iteration, and the result says so.
+4. Weight each instruction by the trip counts of the loops around it and classify its opcode into
+   the pipelines Nsight Compute reports (tensor, fma, alu, xu, lsu, uniform, cbu, adu, tma).
+
+Counts are warp-level instructions executed by one warp of one CTA; a predicated-off instruction
+still issues and counts, as in `sm__inst_executed_pipe_*`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+# SASS opcode (its first dot-separated part) -> the pipeline whose `sm__inst_executed_pipe_*` counter
+# Nsight Compute increments for it on Hopper. Starting from Nsight Compute's pipeline descriptions,
+# the ambiguous opcodes were assigned by fitting the counts of 12 fused-MoE launches on an H100 and
+# checked on 12 others (benchmarks/RESULTS.md section 4): branches and barrier waits (BRA, BAR,
+# DEPBAR) and some uniform moves count in none of the per-pipe counters; LEA, SHF, IABS and
+# VIMNMX count as fma; CS2R and R2UR as alu; S2UR and STSM as adu.
+PIPE_OF_OPCODE: dict[str, str] = {}
+for _pipe, _ops in {
+    "tensor": "HGMMA HMMA QGMMA IGMMA BGMMA IMMA BMMA DMMA UTCHMMA UTCQMMA UTCIMMA UTCMMA",
+    "fma": "FFMA FADD FMUL FFMA32I FADD32I FMUL32I FSWZADD HFMA2 HADD2 HMUL2 HFMA2MMA IMAD IMUL IMAD32I IDP "
+           "DFMA DADD DMUL FCHK LEA SHF IABS VIMNMX",
+    "alu": "IADD3 IADD IADD32I LOP3 LOP LOP32I SHL SHR ISETP FSETP PSETP HSETP2 DSETP SEL FSEL IMNMX "
+           "VIADD VIADDMNMX FMNMX HMNMX2 SGXT PRMT BMSK F2FP MOV MOV32I P2R R2P PLOP3 CSET CSETP ISCADD "
+           "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR",
+    "xu": "MUFU I2F F2I F2F FRND I2I I2FP F2IP POPC",
+    "lsu": "LDG STG LDS STS LD ST LDL STL LDSM LDGSTS ATOM ATOMS ATOMG RED REDG CCTL CCTLL MEMBAR "
+           "SHFL MATCH QSPC ERRBAR LDGDEPBAR",
+    "uniform": "UIADD3 ULEA USHF USEL ULOP3 ULOP UIMAD USGXT UPRMT UFLO UPOPC UBREV UBMSK "
+               "VOTEU UP2UR UR2UP UPLOP3 UCLEA UIABS UIMNMX USETMAXREG ULEPC UCGABAR_ARV UCGABAR_WAIT",
+    "tma": "UTMALDG UTMASTG UTMAPF UTMACCTL UBLKCP UBLKRED UBLKPF UTMACMDFLUSH UTMAREDG",
+    "cbu": "BRX JMP JMX CALL RET EXIT BSSY BSYNC WARPSYNC BREAK KILL NANOSLEEP YIELD BMOV",
+    "adu": "WARPGROUP ELECT SYNCS VOTE S2R LDC FENCE ACQBULK ARRIVES B2R R2B S2UR STSM",
+    "none": "NOP BRA BAR DEPBAR UMOV UISETP ULDC",
+}.items():
+    for _op in _ops.split():
+        PIPE_OF_OPCODE[_op] = _pipe
+
+_INSTR = re.compile(r"^\s*/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?P<pred>@!?U?P[T0-9]+\s+)?(?P<op>[A-Z][A-Z0-9_]*)"
+                    r"(?P<mods>(?:\.[A-Za-z0-9_]+)*)(?P<rest>[^;]*);")
+_LABEL = re.compile(r"^(?P<name>[.$\w]+):\s*$")
+_TARGET = re.compile(r"`\((?P<label>[^)]+)\)")
+_MMA_SHAPE = re.compile(r"\.(\d+)x(\d+)x(\d+)")
+_HMMA_SHAPE = re.compile(r"\.(\d{2})(\d)(\d{1,2})\b")
+
+
+@dataclass
+class Instruction:
+    addr: int
+    opcode: str
+    mods: str
+    text: str
+    predicated: bool
+    target: str | None = None
+
+    @property
+    def pipe(self) -> str:
+        return PIPE_OF_OPCODE.get(self.opcode, "other")
+
+    def mma_flops_per_warp(self) -> float:
+        """FLOPs one warp's execution of this MMA instruction does (0 for other instructions).
+
+        HGMMA m64nNk16 is issued by the 4 warps of a warpgroup together: 2*64*N*K / 4 per warp.
+        HMMA.16816 is one warp's 16x8x16 product: 2*16*8*16.
+        """
+        if self.pipe != "tensor":
+            return 0.0
+        shape = _MMA_SHAPE.search(self.mods)
+        if shape and self.opcode.endswith("GMMA"):
+            m, n, k = (int(x) for x in shape.groups())
+            return 2.0 * m * n * k / 4
+        shape = _HMMA_SHAPE.match(self.mods)
+        if shape:
+            m, n, k = (int(x) for x in shape.groups())
+            return 2.0 * m * n * k
+        return 0.0
+
+
+@dataclass
+class Function:
+    name: str
+    instructions: list[Instruction]
+    labels: dict[str, int]  # label -> index of the instruction that follows it
+
+
+def parse_sass(text: str) -> dict[str, Function]:
+    """Functions of an `nvdisasm -c` listing, keyed by name (the kernel and any called subroutines)."""
+    functions: dict[str, Function] = {}
+    current: Function | None = None
+    pending_labels: list[str] = []
+    for line in text.splitlines():
+        label = _LABEL.match(line.strip())
+        if label and not line.strip().startswith("."):
+            name = label.group("name")
+            if not name.startswith(".text"):
+                current = functions.setdefault(name, Function(name, [], {}))
+                pending_labels = []
+                continue
+        if label and line.strip().startswith(".L"):
+            pending_labels.append(label.group("name"))
+            continue
+        m = _INSTR.match(line)
+        if not m or current is None:
+            continue
+        target = _TARGET.search(m.group("rest"))
+        instr = Instruction(int(m.group("addr"), 16), m.group("op"), m.group("mods"), line.strip(),
+                            bool(m.group("pred")), target.group("label") if target else None)
+        for name in pending_labels:
+            current.labels[name] = len(current.instructions)
+        pending_labels = []
+        current.instructions.append(instr)
+    # Labels are global in the listing; make every function able to resolve jumps into itself.
+    return functions
+
+
+# ----------------------------------------------------------------------------------------------
+# Control flow and loops.
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class Loop:
+    header: int              # block index
+    blocks: set[int]
+    depth: int = 0
+    parent: Loop | None = None
+    first_addr: int = 0
+    trips: float = 1.0
+    trips_source: str = "unknown: counted once"
+
+
+@dataclass
+class CFG:
+    blocks: list[tuple[int, int]]          # [start, end) instruction index ranges
+    succ: dict[int, set[int]]
+    loops: list[Loop] = field(default_factory=list)
+    reachable: set[int] = field(default_factory=set)
+
+
+def build_cfg(fn: Function) -> CFG:
+    instrs = fn.instructions
+    n = len(instrs)
+    leaders = {0}
+    for i, ins in enumerate(instrs):
+        if ins.opcode in ("BRA", "BRX", "JMP", "EXIT", "RET", "BREAK", "KILL") and i + 1 < n:
+            leaders.add(i + 1)
+        if ins.target and ins.target in fn.labels:
+            leaders.add(fn.labels[ins.target])
+    starts = sorted(x for x in leaders if x < n)
+    blocks = [(s, starts[j + 1] if j + 1 < len(starts) else n) for j, s in enumerate(starts)]
+    block_of = {s: j for j, (s, _) in enumerate(blocks)}
+    succ: dict[int, set[int]] = defaultdict(set)
+    for j, (_, e) in enumerate(blocks):
+        last = instrs[e - 1]
+        if last.target and last.target in fn.labels and last.opcode in ("BRA", "BRX", "JMP"):
+            succ[j].add(block_of[fn.labels[last.target]])
+        unconditional_end = last.opcode in ("EXIT", "RET", "KILL", "BRA", "JMP") and not last.predicated
+        if not unconditional_end and j + 1 < len(blocks):
+            succ[j].add(j + 1)
+    cfg = CFG(blocks, succ)
+    cfg.reachable = _reachable(cfg)
+    cfg.loops = _natural_loops(cfg, [instrs[s].addr for s, _ in blocks])
+    return cfg
+
+
+def _reachable(cfg: CFG) -> set[int]:
+    seen, stack = {0}, [0]
+    while stack:
+        for nxt in cfg.succ[stack.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def _dominators(cfg: CFG) -> list[set[int]]:
+    n = len(cfg.blocks)
+    pred: dict[int, set[int]] = defaultdict(set)
+    for a, bs in cfg.succ.items():
+        for b in bs:
+            pred[b].add(a)
+    everything = set(range(n))
+    dom = [everything.copy() for _ in range(n)]
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for b in range(1, n):
+            ps = [dom[p] for p in pred[b]]
+            new = ({b} | set.intersection(*ps)) if ps else {b}
+            if new != dom[b]:
+                dom[b], changed = new, True
+    return dom
+
+
+def _natural_loops(cfg: CFG, block_addrs: list[int]) -> list[Loop]:
+    dom = _dominators(cfg)
+    pred: dict[int, set[int]] = defaultdict(set)
+    for a, bs in cfg.succ.items():
+        for b in bs:
+            pred[b].add(a)
+    by_header: dict[int, set[int]] = {}
+    for tail, heads in cfg.succ.items():
+        if tail not in cfg.reachable:
+            continue  # code after the last EXIT (a trap loop) never runs
+        for head in heads:
+            if head in dom[tail]:  # back edge tail -> head
+                body = {head, tail}  # the walk stops at the header, which is already in the body
+                stack = [tail] if tail != head else []
+                while stack:
+                    x = stack.pop()
+                    for p in pred[x]:
+                        if p not in body:
+                            body.add(p)
+                            stack.append(p)
+                by_header.setdefault(head, set()).update(body)
+    loops = [Loop(header=h, blocks=b, first_addr=block_addrs[h]) for h, b in by_header.items()]
+    loops.sort(key=lambda lp: (-len(lp.blocks), lp.first_addr))
+    for i, loop in enumerate(loops):
+        parents = [p for p in loops[:i] if loop.blocks <= p.blocks and p is not loop]
+        loop.parent = min(parents, key=lambda p: len(p.blocks)) if parents else None
+    for loop in loops:
+        depth, p = 0, loop.parent
+        while p:
+            depth, p = depth + 1, p.parent
+        loop.depth = depth
+    # Pre-order of the loop nest (children by address), the order of the loops in the source and IR.
+    ordered: list[Loop] = []
+
+    def visit(parent: Loop | None):
+        for child in sorted((lp for lp in loops if lp.parent is parent), key=lambda lp: lp.first_addr):
+            ordered.append(child)
+            visit(child)
+
+    visit(None)
+    return ordered
+
+
+# ----------------------------------------------------------------------------------------------
+# Counting.
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class InstructionCounts:
+    """Per-warp instruction counts of one CTA by pipeline, tensor FLOPs per warp, and how loops were weighed."""
+
+    per_pipe: dict[str, float]
+    tensor_flops: float
+    mma_kinds: Counter
+    loops: list[dict]
+    notes: list[str]
+
+    def scaled(self, warps: int) -> InstructionCounts:
+        return InstructionCounts({k: v * warps for k, v in self.per_pipe.items()}, self.tensor_flops * warps,
+                                 self.mma_kinds, self.loops, self.notes)
+
+
+@dataclass
+class WeightedCode:
+    """A kernel function with each basic block's execution count for one warp of one CTA."""
+
+    fn: Function
+    cfg: CFG
+    weights: list[float]
+    loops: list[Loop]
+    notes: list[str]
+    callees: Counter
+
+    def instructions(self):
+        """(instruction, times executed) over the reachable code of the kernel function."""
+        for j, (s, e) in enumerate(self.cfg.blocks):
+            if j in self.cfg.reachable:
+                for ins in self.fn.instructions[s:e]:
+                    yield ins, self.weights[j]
+
+
+def weigh(sass: str, kernel: str, loop_trips: list[float | None]) -> tuple[WeightedCode, dict[str, Function]]:
+    """Match SASS loops to the IR's loops (pre-order) and weight every block by its loops' trips."""
+    functions = parse_sass(sass)
+    if kernel not in functions:
+        raise ValueError(f"no function {kernel} in the SASS listing")
+    fn = functions[kernel]
+    cfg = build_cfg(fn)
+    notes: list[str] = []
+    sass_loops = [lp for lp in cfg.loops if not _is_spin_wait(fn, cfg, lp)]
+    spin = len(cfg.loops) - len(sass_loops)
+    if spin:
+        notes.append(f"{spin} spin-wait loop(s) counted once per entry")
+    for loop, trips in zip(sass_loops, loop_trips, strict=False):
+        if trips is not None:
+            loop.trips, loop.trips_source = float(trips), "TTGIR scf.for bound"
+    if len(sass_loops) != len(loop_trips):
+        notes.append(f"{len(sass_loops)} SASS loops against {len(loop_trips)} TTGIR loops: matched in order")
+    weights = [1.0] * len(cfg.blocks)
+    for loop in sass_loops:
+        for b in loop.blocks:
+            weights[b] *= loop.trips
+    code = WeightedCode(fn, cfg, weights, sass_loops, notes, Counter())
+    for ins, times in code.instructions():
+        if ins.opcode == "CALL" and ins.target in functions:
+            code.callees[ins.target] += times
+    return code, functions
+
+
+def count_instructions(sass: str, kernel: str, loop_trips: list[float | None]) -> InstructionCounts:
+    """Weighted per-pipeline counts of one warp of one CTA.
+
+    `loop_trips`: trip counts of the kernel's loops in IR order (the pre-order of the loop nest);
+    None where the bound could not be evaluated.
+    """
+    code, functions = weigh(sass, kernel, loop_trips)
+    per_pipe: Counter = Counter()
+    kinds: Counter = Counter()
+    flops = 0.0
+    for ins, times in code.instructions():
+        per_pipe[ins.pipe] += times
+        if ins.pipe == "tensor":
+            flops += times * ins.mma_flops_per_warp()
+            kinds[ins.opcode] += times
+    notes = list(code.notes)
+    for callee, times in code.callees.items():
+        for ins in functions[callee].instructions:
+            per_pipe[ins.pipe] += times
+        notes.append(f"subroutine {callee} called {times:g} times per warp, its body counted once per call")
+    per_pipe.pop("none", None)
+    loops_info = [{"first_addr": hex(lp.first_addr), "depth": lp.depth, "trips": lp.trips,
+                   "source": lp.trips_source} for lp in code.loops]
+    return InstructionCounts(dict(per_pipe), flops, kinds, loops_info, notes)
+
+
+def early_exit_counts(sass: str, kernel: str) -> dict[str, float] | None:
+    """Per-pipeline counts of one warp of a CTA that leaves by the kernel's first EXIT, straight
+    from the entry (a guard like `if pid_m * BM >= num_tokens_post_padded: return`); None if the
+    entry path reaches no EXIT before a branch."""
+    fn = parse_sass(sass)[kernel]
+    counts: Counter = Counter()
+    for ins in fn.instructions:
+        counts[ins.pipe] += 1
+        if ins.opcode == "EXIT":
+            counts.pop("none", None)
+            return dict(counts)
+        if ins.opcode in ("BRA", "JMP", "BRX", "CALL", "RET"):
+            return None
+    return None
+
+
+def _is_spin_wait(fn: Function, cfg: CFG, loop: Loop) -> bool:
+    """A loop of one or two blocks that only polls a barrier (SYNCS ... TRYWAIT) and branches."""
+    instrs = [fn.instructions[i] for b in loop.blocks for i in range(*cfg.blocks[b])]
+    return len(instrs) <= 4 and any(i.opcode == "SYNCS" and "TRYWAIT" in i.mods for i in instrs)
