@@ -53,6 +53,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-dir", help="a folder of engine config files to look in before the shipped ones")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
+    p = sub.add_parser("ceiling", help="the per-pipeline ceiling of a launch on a GPU (no GPU needed)",
+                       description="The least time each GPU pipeline needs for a launch's work, the binding "
+                                   "pipeline and the ceiling. TARGET is the shipped kernels/fused_moe.py (with "
+                                   "--preset and --tokens: exact model) or a launch JSON file (any kernel: "
+                                   "compiled for the GPU's arch and counted from its SASS).")
+    p.add_argument("target", help="kernels/fused_moe.py, or a launch JSON file")
+    p.add_argument("--preset", help="model preset (for the fused-MoE kernel)")
+    p.add_argument("--tokens", type=int, help="token count M (for the fused-MoE kernel)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
+    p.add_argument("--gemm", type=int, default=1, choices=(1, 2), help="GEMM 1 (w1) or 2 (w2) of the layer")
+    p.add_argument("--config", help="engine-entry JSON or a label like 'M64 N128 K64 G8 w4 s3' "
+                                    "(default: the config the shipped kernel takes)")
+    p.add_argument("--gpu", default="h100", help="GPU name or short name (default h100)")
+    p.add_argument("--no-calibration", action="store_true", help="use spec-sheet rates even if calibrated")
+    p.add_argument("--compile", action="store_true", help="compile to read shared memory and registers")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("calibrate", help="(GPU) measure this GPU's sustained rates for ceilings",
+                       description="Microbenchmarks (DRAM read and copy, L2 read, bf16/fp8 tensor, FP32 FMA, XU, "
+                                   "empty-kernel launch) timed with CUDA graphs; writes the GPU's calibration file.")
+    p.add_argument("--out", help="folder for the calibration file (default $TRITON_ADVISOR_HOME/calibration)")
+
     p = sub.add_parser("tune", help="(GPU) sweep the shipped fused-MoE kernel for a preset; write a config file",
                        description="Sweep configs of the shipped fused-MoE kernel (GEMM1 of the layer, uniform "
                                    "random routing) on this machine's GPU, correctness-checked and timed with CUDA "
@@ -185,7 +207,44 @@ def cmd_tune(args) -> int:
     return 0
 
 
-COMMANDS = {"presets": cmd_presets, "configs": cmd_configs, "tune": cmd_tune}
+def cmd_ceiling(args) -> int:
+    from advisor import ceiling as ceil
+
+    config = ceil.parse_config(args.config) if args.config else None
+    if ceil.is_shipped_moe(args.target):
+        if not args.preset or not args.tokens:
+            raise AdvisorError(f"{args.target} is the fused-MoE kernel: give --preset and --tokens "
+                               "(e.g. --preset mixtral-8x7b --tokens 256)")
+        results = [ceil.moe_ceiling(args.preset, args.tokens, args.tp, args.gemm, args.gpu, config,
+                                    not args.no_calibration, compile_kernel=args.compile)]
+        titles = [f"fused_moe_kernel GEMM{args.gemm}, {args.preset} TP{args.tp}, M={args.tokens}, "
+                  f"{results[0].gpu}, {ceil.Config.from_dict(results[0].config).label()}"]
+    elif args.target.endswith(".json"):
+        results = ceil.launch_ceilings(args.target, args.gpu, not args.no_calibration)
+        titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
+    else:
+        raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, or a "
+                           "launch JSON file describing the launch of another kernel")
+    if args.format == "json":
+        docs = [c.to_json() for c in results]
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        return 0
+    for c, title in zip(results, titles, strict=True):
+        ceil.render_text(c, title)
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from advisor.calibrate import calibrate
+
+    calibration, path = calibrate(args.out)
+    print(json.dumps(calibration.values, indent=2))
+    print("wrote", path, file=sys.stderr)
+    return 0
+
+
+COMMANDS = {"presets": cmd_presets, "configs": cmd_configs, "ceiling": cmd_ceiling, "calibrate": cmd_calibrate,
+            "tune": cmd_tune}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
 import multiprocessing as mp
 import os
 import time
@@ -25,7 +26,7 @@ from ceilings.launch import Config
 CSV_FIELDS = ["date", "gpu", "triton", "torch", "kernel", "gemm", "shape", "M", "BLOCK_SIZE_M", "BLOCK_SIZE_N",
               "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages", "config", "status", "us", "min_us",
               "max_us", "timing", "rel_err", "n_regs", "n_spills", "shared", "flops", "compulsory_bytes",
-              "experts_routed", "reason"]
+              "experts_routed", "reason", "case_info"]
 
 
 class CaseSpec(Protocol):
@@ -73,9 +74,13 @@ class _ResultWriter:
     def __init__(self, path: Path):
         self.path = path
         new = not path.exists() or path.stat().st_size == 0
+        fields = CSV_FIELDS
+        if not new:  # resume a file written with other columns in its own layout
+            with path.open(newline="") as f:
+                fields = next(csv.reader(f), CSV_FIELDS) or CSV_FIELDS
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("a", newline="")
-        self._csv = csv.DictWriter(self._file, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        self._csv = csv.DictWriter(self._file, fieldnames=fields, extrasaction="ignore")
         if new:
             self._csv.writeheader()
 
@@ -166,7 +171,8 @@ def run_sweep(plan: SweepPlan, results_csv: str | os.PathLike, *, workers: int |
             case = plan.make_case(spec)
             base = {**common, "gemm": spec.gemm, "shape": spec.shape_label, "M": spec.m,
                     "flops": spec.flops(), "compulsory_bytes": case.compulsory_bytes(),
-                    "experts_routed": case.experts_routed}
+                    "experts_routed": case.experts_routed,
+                    "case_info": json.dumps(case.info(), separators=(",", ":")) if hasattr(case, "info") else ""}
             for config in todo:
                 if deadline_s is not None and time.monotonic() - start > deadline_s:
                     summary["complete"] = False

@@ -32,11 +32,23 @@ ENGINE_H100_BEST_US = {
     ("E128_top8_K2048_N384", 1): 6.8, ("E128_top8_K2048_N384", 256): 74.6,
     ("E128_top8_K2048_N384", 1024): 82.8, ("E128_top8_K2048_N384", 4096): 133.0,
 }
+# ANCHORS section 3, H200 column.
+ENGINE_H200_BEST_US = {
+    ("E8_top2_K4096_N14336", 1): 57.3, ("E8_top2_K4096_N14336", 16): 212.7,
+    ("E8_top2_K4096_N14336", 256): 241.6, ("E8_top2_K4096_N14336", 1024): 526.6,
+    ("E8_top2_K4096_N14336", 4096): 1679.4,
+    ("E64_top8_K3584_N2560", 1): 37.2, ("E64_top8_K3584_N2560", 256): 276.1,
+    ("E64_top8_K3584_N2560", 1024): 384.4, ("E64_top8_K3584_N2560", 4096): 1166.8,
+    ("E128_top8_K2048_N384", 1): 6.1, ("E128_top8_K2048_N384", 256): 51.1,
+    ("E128_top8_K2048_N384", 1024): 61.3, ("E128_top8_K2048_N384", 4096): 114.1,
+}
+ENGINE_BEST_US = {"NVIDIA H100 80GB HBM3": ENGINE_H100_BEST_US, "NVIDIA H200": ENGINE_H200_BEST_US}
 PRESET_OF_SHAPE = {"E8_top2_K4096_N14336": ("mixtral-8x7b", 2), "E64_top8_K3584_N2560": ("qwen2-57b-a14b", 2),
                    "E128_top8_K2048_N384": ("qwen3-30b-a3b", 4)}
 
 
 def cases(rows: list[dict], kernel: str, peaks: dict) -> list[dict]:
+    engine = ENGINE_BEST_US.get(peaks.get("gpu", ""), {})
     by_case = defaultdict(list)
     for r in rows:
         if r["kernel"] == kernel:
@@ -58,7 +70,7 @@ def cases(rows: list[dict], kernel: str, peaks: dict) -> list[dict]:
         out.append({
             "shape": shape, "M": m, "best_us": float(best["us"]), "best": row_config(best),
             "default_us": float(default_rows[0]["us"]) if default_rows else None, "floor_us": floor,
-            "engine_us": ENGINE_H100_BEST_US.get((shape, m)), "statuses": dict(statuses),
+            "engine_us": engine.get((shape, m)), "statuses": dict(statuses),
             "bound": "compute" if flops / (peaks["bf16_tflops"] * 1e12) * 1e6 >= floor else "memory",
         })
     return sorted(out, key=lambda c: (list(PRESET_OF_SHAPE).index(c["shape"]) if c["shape"] in PRESET_OF_SHAPE

@@ -26,7 +26,7 @@ def advisor(*args: str, env_extra: dict | None = None) -> subprocess.CompletedPr
 def test_help_lists_the_subcommands():
     result = advisor("--help")
     assert result.returncode == 0
-    for command in ("presets", "configs", "tune"):
+    for command in ("presets", "configs", "ceiling", "calibrate", "tune"):
         assert command in result.stdout
 
 
@@ -115,8 +115,9 @@ def test_shipped_config_files_are_valid_and_canonical():
 
     files = sorted(SHIPPED_DIR.glob("*.json"))
     assert files, "the project ships tuned config files"
-    names = {config_file_name(p.shape(tp).num_experts, p.shape(tp).config_file_n, "NVIDIA H100 80GB HBM3")
-             for p in PRESETS.values() for tp in TP_SIZES if p.intermediate % tp == 0}
+    names = {config_file_name(p.shape(tp).num_experts, p.shape(tp).config_file_n, gpu)
+             for p in PRESETS.values() for tp in TP_SIZES if p.intermediate % tp == 0
+             for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200")}
     for path in files:
         assert path.name in names, f"{path.name} matches no preset shape"
         table = read_config_file(path)

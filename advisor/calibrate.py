@@ -1,0 +1,113 @@
+"""`advisor calibrate`: measure a GPU's sustained rates and write its calibration file.
+
+Each probe runs back to back in a CUDA graph (advisor.measure, median of 20 replays, no L2 flush)
+on random data, after a warm-up. Results go to $TRITON_ADVISOR_HOME/calibration (default
+~/.cache/triton-advisor/calibration) or --out, as `ceilings.hardware.Calibration` JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from advisor import measure
+from ceilings.errors import AdvisorError
+from ceilings.hardware import CALIBRATION_KEYS, Calibration, calibration_file_name, calibration_home, get_spec
+
+
+def _graph_us(fn, launches: int = 10) -> float:
+    return measure.time_launch(fn, launches_per_graph=launches, replays=20).us
+
+
+def probe_dram(torch) -> dict:
+    src = torch.randn(1 << 29, device="cuda")  # 2 GiB of fp32, 40x an H100's L2
+    dst = torch.empty_like(src)
+    out = torch.empty(1, device="cuda")
+    read_us = _graph_us(lambda: torch.sum(src, dim=0, keepdim=True, out=out), 5)
+    copy_us = _graph_us(lambda: dst.copy_(src), 5)
+    return {"dram_read_tbs": src.numel() * 4 / read_us / 1e6, "dram_copy_tbs": 2 * src.numel() * 4 / copy_us / 1e6}
+
+
+def probe_l2(torch, l2_bytes: int) -> dict:
+    from kernels.probes import read_kernel
+
+    n = 1 << ((l2_bytes // 16).bit_length() - 1)  # fp32 elements in at most a quarter of L2, a power of 2
+    buf = torch.randn(n, device="cuda")
+    best = 0.0
+    programs, passes = 132 * 8, 64
+    for block, warps in ((2048, 8), (4096, 8), (1024, 4)):  # the fastest of a few shapes
+        out = torch.empty(programs, device="cuda")
+        us = _graph_us(lambda b=block, w=warps, o=out: read_kernel[(programs,)](
+            buf, o, n - 1, PASSES=passes, BLOCK=b, num_warps=w))
+        best = max(best, programs * passes * block * 4 / us / 1e6)
+    return {"l2_read_tbs": best}
+
+
+def probe_tensor(torch) -> dict:
+    n = 8192
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    us = _graph_us(lambda: torch.matmul(a, b, out=c), 10)
+    result = {"tensor_bf16_tflops": 2 * n**3 / us / 1e6}
+    if hasattr(torch, "float8_e4m3fn") and hasattr(torch, "_scaled_mm"):
+        try:
+            a8 = a.to(torch.float8_e4m3fn)
+            b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()
+            one = torch.ones((), device="cuda")
+            us8 = _graph_us(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), 10)
+            result["tensor_fp8_tflops"] = 2 * n**3 / us8 / 1e6
+        except (RuntimeError, TypeError):
+            pass  # no fp8 GEMM on this GPU or torch
+    return result
+
+
+def probe_fma_xu(torch) -> dict:
+    from kernels.probes import exp2_chain_kernel, fma_chain_kernel
+
+    block, programs, iters = 1024, 132 * 64, 256
+    out = torch.empty(programs * block, device="cuda")
+    fma_us = _graph_us(lambda: fma_chain_kernel[(programs,)](out, 0.999, 0.001, ITERS=iters, BLOCK=block,
+                                                              num_warps=8))
+    xu_us = _graph_us(lambda: exp2_chain_kernel[(programs,)](out, 0.5, ITERS=iters, BLOCK=block, num_warps=8))
+    elements = programs * block
+    return {"fma_fp32_tflops": elements * iters * 4 * 2 / fma_us / 1e6, "xu_gops": elements * iters * 4 / xu_us / 1e3}
+
+
+def probe_launch(torch) -> dict:
+    from kernels.probes import empty_kernel
+
+    out = torch.empty(1, device="cuda")
+    return {"launch_us": _graph_us(lambda: empty_kernel[(1,)](out, 0), 20)}
+
+
+def calibrate(out_dir: str | Path | None = None) -> tuple[Calibration, Path]:
+    import torch
+    import triton
+
+    if not torch.cuda.is_available():
+        raise AdvisorError("`advisor calibrate` measures a GPU and torch sees none; run it on the GPU to calibrate")
+    name = torch.cuda.get_device_name()
+    spec = get_spec(name)
+    values: dict[str, float] = {}
+    for probe in (probe_launch, probe_dram, lambda t: probe_l2(t, spec.l2_bytes or 50 << 20), probe_tensor,
+                  probe_fma_xu):
+        values.update(probe(torch))
+        torch.cuda.empty_cache()
+    values = {k: round(v, 4) for k, v in values.items() if k in CALIBRATION_KEYS}
+    measured = {"date": dt.date.today().isoformat(), "gpu": name, "torch": torch.__version__,
+                "triton": triton.__version__, "timing": "CUDA graph, median of 20 replays, no L2 flush",
+                "probes": {k: CALIBRATION_KEYS[k] for k in values}}
+    cal = Calibration(gpu=spec.name, values=values, measured=measured)
+    folder = Path(out_dir) if out_dir else calibration_home()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / calibration_file_name(spec.name)
+    path.write_text(cal.to_json())
+    return cal, path
+
+
+if __name__ == "__main__":
+    import sys
+
+    calibration, written = calibrate(sys.argv[1] if len(sys.argv) > 1 else None)
+    print(json.dumps(calibration.values, indent=2), "->", written)
