@@ -69,8 +69,13 @@ def moe_ceiling(preset: str, tokens: int, tp: int = 1, gemm: int = 1, gpu: str =
     return roofline(demand, rates_for(spec_gpu.name, use_calibration=calibrated), config.to_dict())
 
 
-def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True) -> list[Ceiling]:
-    """Generic ceilings for the launches of a launch JSON file (an object or a list of them)."""
+def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True, kernel_file: str | None = None,
+                    kernel: str | None = None) -> list[Ceiling]:
+    """Generic ceilings for the launches of a launch JSON file (an object or a list of them).
+
+    `kernel_file` and `kernel` replace the launches' source and kernel name (a launch written for
+    one kernel applied to another file's kernel with the same arguments).
+    """
     from ceilings.demand import generic_demand
     from ceilings.hardware import get_spec
 
@@ -90,8 +95,16 @@ def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True
     for i, entry in enumerate(entries):
         launch = Launch.from_dict(entry, f"{path}: launch {i}")
         source = Path(launch.source)
-        if not source.is_absolute():
+        if kernel_file:
+            launch = launch.with_source(str(Path(kernel_file).resolve()))
+        elif not source.is_absolute():
             launch = launch.with_source(str((path.parent / source).resolve()))
+        if kernel:
+            launch = Launch(launch.source, kernel, launch.grid, launch.tensors, launch.scalars, launch.constexprs,
+                            launch.config)
+        from ceilings.compile import load_kernel
+
+        load_kernel(launch.source, launch.kernel)  # a clear error for a missing, broken or kernel-less file
         out.append(roofline(generic_demand(launch, arch=spec.arch), rates, launch.config.to_dict()))
     return out
 

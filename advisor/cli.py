@@ -58,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "pipeline and the ceiling. TARGET is the shipped kernels/fused_moe.py (with "
                                    "--preset and --tokens: exact model) or a launch JSON file (any kernel: "
                                    "compiled for the GPU's arch and counted from its SASS).")
-    p.add_argument("target", help="kernels/fused_moe.py, or a launch JSON file")
+    p.add_argument("target", help="kernels/fused_moe.py, a launch JSON file, or a kernel file with --launch")
+    p.add_argument("--kernel", help="the kernel's name in TARGET (needed when the file defines several)")
+    p.add_argument("--launch", help="launch JSON for a kernel file TARGET (its arguments, grid and config)")
     p.add_argument("--preset", help="model preset (for the fused-MoE kernel)")
     p.add_argument("--tokens", type=int, help="token count M (for the fused-MoE kernel)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
@@ -220,11 +222,20 @@ def cmd_ceiling(args) -> int:
         titles = [f"fused_moe_kernel GEMM{args.gemm}, {args.preset} TP{args.tp}, M={args.tokens}, "
                   f"{results[0].gpu}, {ceil.Config.from_dict(results[0].config).label()}"]
     elif args.target.endswith(".json"):
-        results = ceil.launch_ceilings(args.target, args.gpu, not args.no_calibration)
+        results = ceil.launch_ceilings(args.target, args.gpu, not args.no_calibration, kernel=args.kernel)
         titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
+    elif args.target.endswith(".py") and args.launch:
+        results = ceil.launch_ceilings(args.launch, args.gpu, not args.no_calibration, args.target, args.kernel)
+        titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
+    elif args.target.endswith(".py"):
+        from ceilings.compile import load_kernel
+
+        load_kernel(args.target, args.kernel)  # reports a broken file or a missing kernel first
+        raise AdvisorError(f"{args.target}: a ceiling needs the launch's shapes; give --launch LAUNCH.json "
+                           "(or use the shipped kernels/fused_moe.py with --preset and --tokens)")
     else:
-        raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, or a "
-                           "launch JSON file describing the launch of another kernel")
+        raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, a "
+                           "launch JSON file, or a kernel file with --launch")
     if args.format == "json":
         docs = [c.to_json() for c in results]
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))

@@ -20,8 +20,8 @@ from ceilings.ttir_eval import loop_trip_counts
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
                 "int32": 4, "int64": 8, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
-_MMA_DTYPE = (("BF16", "bf16"), ("F16", "fp16"), ("E4M3", "fp8"), ("E5M2", "fp8"), ("TF32", "tf32"),
-              ("S8", "int8"), ("U8", "int8"))
+_MMA_DTYPE = (("BF16", "bf16"), ("E4M3", "fp8"), ("E5M2", "fp8"), ("TF32", "tf32"), ("S8", "int8"),
+              ("U8", "int8"))
 _WIDTH = re.compile(r"\.(8|16|32|64|128)\b")
 
 
@@ -70,7 +70,9 @@ def generic_demand(launch: Launch, compiled: CompiledKernel | None = None, arch:
     fn = parse_sass(compiled.sass)[launch.kernel]
     for ins in fn.instructions:
         if ins.pipe == "tensor":
-            dtype = next((name for tag, name in _MMA_DTYPE if f".{tag}" in ins.mods.upper()), dtype)
+            # The input type is a suffix (.BF16, .E4M3, .TF32, ...); half precision has none on H*MMA.
+            default = {"Q": "fp8", "I": "int8"}.get(ins.opcode[0], "fp16")
+            dtype = next((name for tag, name in _MMA_DTYPE if f".{tag}" in ins.mods.upper()), default)
             break
 
     g_bytes, s_bytes, tma_instr = memory_bytes_per_warp(compiled.sass, launch.kernel, trips)
@@ -89,8 +91,9 @@ def generic_demand(launch: Launch, compiled: CompiledKernel | None = None, arch:
     dram = min(footprint, l2_per_cta * ctas) if l2_per_cta else footprint
     notes.append("every CTA of the grid is assumed to run the counted path (data-dependent exits unknown)")
     instructions = {k: v for k, v in per_cta.per_pipe.items() if k != "tensor"}
+    tensor_flops = None if math.isnan(per_cta.tensor_flops) else per_cta.tensor_flops
     return Demand(kernel=launch.kernel, ctas=ctas, active_ctas=ctas, warps_per_cta=warps,
-                  tensor_flops_per_cta=per_cta.tensor_flops, tensor_dtype=dtype, tensor_kind=kind,
+                  tensor_flops_per_cta=tensor_flops, tensor_dtype=dtype, tensor_kind=kind,
                   instructions_per_cta=instructions, smem_bytes_per_cta=smem_per_cta, l2_bytes=l2_per_cta * ctas,
                   dram_bytes=dram, shared_bytes=compiled.shared_bytes, registers=compiled.registers,
                   source="generic (SASS x trip counts)", notes=notes)

@@ -24,7 +24,7 @@ class Demand:
     ctas: int                          # CTAs launched
     active_ctas: int                   # CTAs that do the main work (the rest exit early)
     warps_per_cta: int
-    tensor_flops_per_cta: float = 0.0
+    tensor_flops_per_cta: float | None = 0.0  # None: the kernel does tensor work of unknown size
     tensor_dtype: str = "bf16"
     tensor_kind: str = "wgmma"         # "wgmma" (warpgroup MMA) or "mma_sync" (warp MMA)
     # Warp-level instructions per active CTA, by pipeline.
@@ -90,7 +90,9 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None) -> Ceilin
     sm_rate = spec.tensor_flops.get(demand.tensor_dtype)
     kind = spec.mma_sync_fraction if demand.tensor_kind == "mma_sync" else 1.0
     tensor_us: float | None = 0.0
-    if demand.tensor_flops_per_cta:
+    if demand.tensor_flops_per_cta is None:
+        tensor_us = None
+    elif demand.tensor_flops_per_cta:
         if chip_rate is None or sm_rate is None:
             tensor_us = None
             notes.append(f"{spec.name} has no known {demand.tensor_dtype} tensor rate; tensor time unknown")

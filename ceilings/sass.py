@@ -320,12 +320,20 @@ def count_instructions(sass: str, kernel: str, loop_trips: list[float | None]) -
     per_pipe: Counter = Counter()
     kinds: Counter = Counter()
     flops = 0.0
+    unknown_shapes: set[str] = set()
     for ins, times in code.instructions():
         per_pipe[ins.pipe] += times
         if ins.pipe == "tensor":
-            flops += times * ins.mma_flops_per_warp()
+            each = ins.mma_flops_per_warp()
+            if not each:
+                unknown_shapes.add(ins.opcode)
+            flops += times * each
             kinds[ins.opcode] += times
     notes = list(code.notes)
+    if unknown_shapes:
+        # Blackwell's tcgen05 MMAs (UTC*MMA) take their shape from a descriptor, not the opcode.
+        notes.append(f"MMA shape not in the SASS of {', '.join(sorted(unknown_shapes))}: tensor FLOPs unknown")
+        flops = float("nan")
     for callee, times in code.callees.items():
         for ins in functions[callee].instructions:
             per_pipe[ins.pipe] += times

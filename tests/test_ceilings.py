@@ -310,3 +310,39 @@ def test_ceiling_cli_user_errors(args, named):
     assert r.returncode == 2 and r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and named in lines[0] and "Traceback" not in r.stderr
+
+
+def test_generic_path_on_a_kernel_this_project_did_not_write():
+    from ceilings.demand import generic_demand
+
+    launch = Launch.from_dict(json.loads((FIXTURES / "matmul_launch.json").read_text()))
+    launch = launch.with_source(str(FIXTURES / "matmul_kernel.py"))
+    demand = generic_demand(launch)
+    m, n, k = 2048, 4096, 1024
+    assert demand.tensor_flops_per_cta * demand.ctas == pytest.approx(2 * m * n * k, rel=0.02)
+    assert demand.tensor_kind == "wgmma" and demand.tensor_dtype == "fp16"
+    c = roofline(demand, hardware.rates_for("h100"))
+    assert c.binding == "tensor" and c.ctas == (m // 128) * (n // 128)
+
+
+def test_ceiling_cli_on_a_kernel_file_with_a_launch():
+    r = advisor("ceiling", str(FIXTURES / "matmul_kernel.py"), "--launch", str(FIXTURES / "matmul_launch.json"),
+                "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["kernel"] == "matmul_kernel"
+
+
+@pytest.mark.parametrize("source, kernel, named", [
+    ("matmul_kernel.py", "matmul", "no Triton kernel 'matmul'; it defines matmul_kernel"),
+    ("no_kernels.py", None, "defines no Triton kernel"),
+    ("broken.py", None, "broken.py:2: syntax error"),
+])
+def test_ceiling_cli_kernel_file_errors(tmp_path, source, kernel, named):
+    (tmp_path / "no_kernels.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "broken.py").write_text("import triton\ndef f(:\n")
+    path = FIXTURES / source if source == "matmul_kernel.py" else tmp_path / source
+    args = ["ceiling", str(path), "--launch", str(FIXTURES / "matmul_launch.json")]
+    r = advisor(*args, *(["--kernel", kernel] if kernel else []))
+    assert r.returncode == 2 and named in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = advisor("ceiling", str(path), *(["--kernel", kernel] if kernel else []))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
