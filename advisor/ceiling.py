@@ -69,6 +69,34 @@ def moe_ceiling(preset: str, tokens: int, tp: int = 1, gemm: int = 1, gpu: str =
     return roofline(demand, rates_for(spec_gpu.name, use_calibration=calibrated), config.to_dict())
 
 
+def is_shipped_gemm(target: str | Path) -> bool:
+    from kernels import gemm
+
+    return Path(target).resolve() == Path(gemm.__file__).resolve()
+
+
+def gemm_ceiling(shape: str, gpu: str = "h100", config: Config | None = None, calibrated: bool = True,
+                 dtype: str = "bfloat16") -> Ceiling:
+    """The exact ceiling of the shipped GEMM for `M,N,K`."""
+    from ceilings.hardware import get_spec
+    from kernels.gemm import default_config, gemm_demand
+
+    try:
+        m, n, k = (int(x) for x in shape.split(","))
+    except ValueError:
+        raise AdvisorError(f"--shape {shape!r}: give M,N,K as three integers, e.g. 4096,4096,4096") from None
+    if min(m, n, k) < 1:
+        raise AdvisorError(f"--shape {shape!r}: sizes must be positive")
+    spec = get_spec(gpu)
+    config = config or default_config(m, n, k)
+    missing = [p for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M") if p not in config.params]
+    if missing:
+        raise AdvisorError(f"--config for kernels/gemm.py needs {', '.join(missing)} (e.g. "
+                           '\'{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8}\')')
+    return roofline(gemm_demand(m, n, k, config, dtype, spec.arch), rates_for(spec.name, use_calibration=calibrated),
+                    config.to_dict())
+
+
 def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True, kernel_file: str | None = None,
                     kernel: str | None = None) -> list[Ceiling]:
     """Generic ceilings for the launches of a launch JSON file (an object or a list of them).

@@ -90,7 +90,8 @@ class Config:
 
     def label(self) -> str:
         """A short human label, e.g. `M64 N128 K64 G8 w8 s3` for the fused-MoE parameters."""
-        short = {"BLOCK_SIZE_M": "M", "BLOCK_SIZE_N": "N", "BLOCK_SIZE_K": "K", "GROUP_SIZE_M": "G"}
+        short = {"BLOCK_SIZE_M": "M", "BLOCK_SIZE_N": "N", "BLOCK_SIZE_K": "K", "GROUP_SIZE_M": "G",
+                 "BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K", "GROUP_M": "G"}
         parts = [f"{short.get(k, k + '=')}{v}" for k, v in self._params]
         return " ".join(parts + [f"w{self.num_warps}", f"s{self.num_stages}"])
 

@@ -346,3 +346,18 @@ def test_ceiling_cli_kernel_file_errors(tmp_path, source, kernel, named):
     assert r.returncode == 2 and named in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = advisor("ceiling", str(path), *(["--kernel", kernel] if kernel else []))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_ceiling_cli_for_the_shipped_gemm():
+    r = advisor("ceiling", "kernels/gemm.py", "--shape", "8192,8192,8192", "--format", "json", "--no-calibration")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    h100 = hardware.get_spec("h100")
+    assert doc["binding"] == "tensor" and doc["demand_source"].startswith("semantic")
+    # 64 x 64 tiles of 128 x 128 on 132 SMs: the busiest SM runs ceil(4096 / 132) = 32 of them.
+    tile = 2 * 128 * 128 * 8192
+    per_sm = h100.tensor_flops["bf16"] * h100.boost_clock_ghz * 1e9
+    assert doc["pipelines"]["tensor"] == pytest.approx(32 * tile / per_sm * 1e6, rel=1e-3)
+    assert doc["ctas"] == 4096 and doc["waves"] == pytest.approx(4096 / (132 * doc["ctas_per_sm"]), abs=1e-3)
+    r = advisor("ceiling", "kernels/gemm.py", "--shape", "8192,8192")
+    assert r.returncode == 2 and "M,N,K" in r.stderr
