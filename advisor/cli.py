@@ -53,30 +53,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-dir", help="a folder of engine config files to look in before the shipped ones")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
-    p = sub.add_parser("ceiling", help="the per-pipeline ceiling of a launch on a GPU (no GPU needed)",
-                       description="The least time each GPU pipeline needs for a launch's work, the binding "
-                                   "pipeline and the ceiling. TARGET is the shipped kernels/fused_moe.py (with "
-                                   "--preset and --tokens: exact model) or a launch JSON file (any kernel: "
-                                   "compiled for the GPU's arch and counted from its SASS).")
-    p.add_argument("target", help="kernels/fused_moe.py, a launch JSON file, or a kernel file with --launch")
-    p.add_argument("--kernel", help="the kernel's name in TARGET (needed when the file defines several)")
-    p.add_argument("--launch", help="launch JSON for a kernel file TARGET (its arguments, grid and config)")
-    p.add_argument("--preset", help="model preset (for the fused-MoE kernel)")
-    p.add_argument("--tokens", type=int, help="token count M (for the fused-MoE kernel)")
-    p.add_argument("--shape", help="M,N,K (for the shipped kernels/gemm.py)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
-    p.add_argument("--gemm", type=int, default=1, choices=(1, 2), help="GEMM 1 (w1) or 2 (w2) of the layer")
-    p.add_argument("--config", help="engine-entry JSON or a label like 'M64 N128 K64 G8 w4 s3' "
-                                    "(default: the config the shipped kernel takes)")
-    p.add_argument("--gpu", default="h100", help="GPU name or short name (default h100)")
-    p.add_argument("--no-calibration", action="store_true", help="use spec-sheet rates even if calibrated")
-    p.add_argument("--compile", action="store_true", help="compile to read shared memory and registers")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    for name, what in (("ceiling", "the per-pipeline ceiling of a launch on a GPU (no GPU needed)"),
+                       ("predict", "predicted latency next to the ceiling (no GPU needed)")):
+        p = sub.add_parser(name, help=what,
+                           description=f"{what[0].upper()}{what[1:]}. TARGET is the shipped kernels/fused_moe.py "
+                                       "(--preset, --tokens) or kernels/gemm.py (--shape), a launch JSON file, or "
+                                       "any kernel file with --launch. The ceiling is the least time each GPU "
+                                       "pipeline needs; the prediction is the XGBoost model of advisor/models on "
+                                       "the ceiling's features.")
+        _ceiling_args(p)
 
     p = sub.add_parser("calibrate", help="(GPU) measure this GPU's sustained rates for ceilings",
                        description="Microbenchmarks (DRAM read and copy, L2 read, bf16/fp8 tensor, FP32 FMA, XU, "
                                    "empty-kernel launch) timed with CUDA graphs; writes the GPU's calibration file.")
     p.add_argument("--out", help="folder for the calibration file (default $TRITON_ADVISOR_HOME/calibration)")
+
+    p = sub.add_parser("train", help="train the latency model on measured sweeps",
+                       description="Train the XGBoost latency model (target: log measured/ceiling) on sweep CSVs "
+                                   "and write it to advisor/models (or --out).")
+    p.add_argument("--data", nargs="+", help="sweep CSV files (default: benchmarks/data/*moe*.csv.gz of the current "
+                                             "kernel)")
+    p.add_argument("--out", help="folder for the model files (default: advisor/models)")
 
     p = sub.add_parser("tune", help="(GPU) sweep the shipped fused-MoE kernel for a preset; write a config file",
                        description="Sweep configs of the shipped fused-MoE kernel (GEMM1 of the layer, uniform "
@@ -92,6 +89,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, help="stop measuring after this many seconds (resume later)")
     p.add_argument("--workers", type=int, help="parallel compile workers (default: cores - 1, at most 16)")
     return parser
+
+
+def _ceiling_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", help="kernels/fused_moe.py, a launch JSON file, or a kernel file with --launch")
+    p.add_argument("--kernel", help="the kernel's name in TARGET (needed when the file defines several)")
+    p.add_argument("--launch", help="launch JSON for a kernel file TARGET (its arguments, grid and config)")
+    p.add_argument("--preset", help="model preset (for the fused-MoE kernel)")
+    p.add_argument("--tokens", type=int, help="token count M (for the fused-MoE kernel)")
+    p.add_argument("--shape", help="M,N,K (for the shipped kernels/gemm.py)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
+    p.add_argument("--gemm", type=int, default=1, choices=(1, 2), help="GEMM 1 (w1) or 2 (w2) of the layer")
+    p.add_argument("--config", help="engine-entry JSON or a label like 'M64 N128 K64 G8 w4 s3' "
+                                    "(default: the config the shipped kernel takes)")
+    p.add_argument("--gpu", default="h100", help="GPU name or short name (default h100)")
+    p.add_argument("--no-calibration", action="store_true", help="use spec-sheet rates even if calibrated")
+    p.add_argument("--compile", action="store_true", help="compile to read shared memory and registers")
+    p.add_argument("--format", choices=("text", "json"), default="text")
 
 
 GPU_ALIASES = {"h100": "NVIDIA H100 80GB HBM3", "h100-sxm": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200",
@@ -210,7 +224,7 @@ def cmd_tune(args) -> int:
     return 0
 
 
-def cmd_ceiling(args) -> int:
+def _ceilings(args):
     from advisor import ceiling as ceil
 
     config = ceil.parse_config(args.config) if args.config else None
@@ -243,12 +257,40 @@ def cmd_ceiling(args) -> int:
     else:
         raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, a "
                            "launch JSON file, or a kernel file with --launch")
+    return results, titles
+
+
+def cmd_ceiling(args) -> int:
+    from advisor import ceiling as ceil
+
+    results, titles = _ceilings(args)
     if args.format == "json":
         docs = [c.to_json() for c in results]
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
         return 0
     for c, title in zip(results, titles, strict=True):
         ceil.render_text(c, title)
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from advisor import ceiling as ceil
+    from advisor.predict import predict_ceilings
+
+    results, titles = _ceilings(args)
+    predictions = predict_ceilings(results)
+    if args.format == "json":
+        docs = [{**c.to_json(), **{k: v for k, v in p.items() if k != "notes"},
+                 "notes": c.notes + p["notes"]} for c, p in zip(results, predictions, strict=True)]
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        return 0
+    for c, p, title in zip(results, predictions, titles, strict=True):
+        ceil.render_text(c, title)
+        lo, hi = p["predicted_interval_us"]
+        print(f"predicted {p['predicted_us']:.2f} us (80% interval {lo:.2f}-{hi:.2f}) against a ceiling of "
+              f"{c.ceiling_us:.2f} us: predicted efficiency {c.ceiling_us / p['predicted_us']:.0%}")
+        for note in p["notes"]:
+            print(f"note: {note}")
     return 0
 
 
@@ -261,8 +303,26 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
-COMMANDS = {"presets": cmd_presets, "configs": cmd_configs, "ceiling": cmd_ceiling, "calibrate": cmd_calibrate,
-            "tune": cmd_tune}
+def cmd_train(args) -> int:
+    import glob
+
+    from advisor.predict import MODEL_DIR, load_sweeps, train
+
+    # Default: every fused-MoE sweep of the current kernel (files of the previous version say kernel_v1).
+    files = args.data or sorted(f for f in glob.glob("benchmarks/data/*moe*.csv.gz") if "kernel_v1" not in f)
+    if not files:
+        raise AdvisorError("no sweep data found; give --data FILE... (sweep CSVs from `advisor tune` or "
+                           "benchmarks/moe_sweep.py)")
+    data = load_sweeps(files)
+    model = train(data)
+    folder = model.save(args.out or MODEL_DIR)
+    print(f"trained on {len(data)} rows ({len(set(data.group))} shapes, {', '.join(sorted(set(data.gpu)))}) "
+          f"from {len(files)} files -> {folder}")
+    return 0
+
+
+COMMANDS = {"presets": cmd_presets, "configs": cmd_configs, "ceiling": cmd_ceiling, "predict": cmd_predict,
+            "calibrate": cmd_calibrate, "train": cmd_train, "tune": cmd_tune}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -36,12 +36,23 @@ ANCHOR_MS = (1, 16, 64, 256, 1024, 4096)
 VARIANTS = {"auto": None, "tma": True, "ptr": False}
 
 
-def anchor_specs(ms=ANCHOR_MS, cases=ANCHOR_CASES, b_tma: bool | None = None) -> list[MoEGemmSpec]:
+def anchor_specs(ms=ANCHOR_MS, cases=ANCHOR_CASES, b_tma: bool | None = None, gemms=(1,)) -> list[MoEGemmSpec]:
     specs = []
     for name, tp in cases:
-        e, top_k, k, n = get_preset(name).shape(tp).gemm1()
-        specs += [MoEGemmSpec(e, top_k, k, n, m, gemm=1, b_tma=b_tma) for m in ms]
+        shape = get_preset(name).shape(tp)
+        for gemm in gemms:
+            e, top_k, k, n = shape.gemm1() if gemm == 1 else shape.gemm2()
+            specs += [MoEGemmSpec(e, top_k, k, n, m, gemm=gemm, b_tma=b_tma) for m in ms]
     return specs
+
+
+def parse_cases(text: str) -> tuple[tuple[str, int], ...]:
+    """`preset:tp,preset:tp` -> ((preset, tp), ...)"""
+    out = []
+    for item in text.split(","):
+        name, _, tp = item.strip().partition(":")
+        out.append((name, int(tp or 1)))
+    return tuple(out)
 
 
 def measure_peaks() -> dict:
@@ -103,6 +114,8 @@ def main(argv=None) -> int:
                         help="screen out configs whose one warm launch is over this x the case's best so far")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ms", default=",".join(map(str, ANCHOR_MS)))
+    parser.add_argument("--cases", help="preset:tp list (default: ANCHORS section 3's three)")
+    parser.add_argument("--gemms", default="1", help="which GEMMs of the layer: 1, 2 or 1,2")
     parser.add_argument("--deadline", type=float, default=None, help="stop measuring after this many seconds")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--peaks", action="store_true", help="measure bf16 and copy peaks first")
@@ -116,7 +129,9 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = Path(args.results) if args.results else out / "moe_sweep.csv"
-    specs = anchor_specs(tuple(int(m) for m in args.ms.split(",")), b_tma=VARIANTS[args.variant])
+    specs = anchor_specs(tuple(int(m) for m in args.ms.split(",")),
+                         parse_cases(args.cases) if args.cases else ANCHOR_CASES, VARIANTS[args.variant],
+                         tuple(int(g) for g in args.gemms.split(",")))
     configs = None
     if args.configs_from:
         configs = tune.default_configs(specs) + tune.top_configs(tune.read_results(args.configs_from), args.top)

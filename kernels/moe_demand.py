@@ -8,6 +8,7 @@ among a token's k with probability k/E, so its count is Binomial(M, k/E)).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -35,10 +36,15 @@ def padded_blocks(spec: MoEGemmSpec, block_m: int, counts: Sequence[int] | None 
     """(M blocks that do work, experts that receive tokens): exact from counts, else expected."""
     if counts is not None:
         return float(sum(math.ceil(c / block_m) for c in counts)), float(sum(1 for c in counts if c))
-    p = spec.top_k / spec.num_experts
-    blocks = sum(prob * math.ceil(c / block_m) for c, prob in _binomial_pmf(spec.m, p))
-    routed = 1.0 - (1.0 - p) ** spec.m
-    return spec.num_experts * blocks, spec.num_experts * routed
+    return _expected_blocks(spec.num_experts, spec.top_k, spec.m, block_m)
+
+
+@functools.lru_cache(maxsize=4096)
+def _expected_blocks(num_experts: int, top_k: int, m: int, block_m: int) -> tuple[float, float]:
+    p = top_k / num_experts
+    blocks = sum(prob * math.ceil(c / block_m) for c, prob in _binomial_pmf(m, p))
+    routed = 1.0 - (1.0 - p) ** m
+    return num_experts * blocks, num_experts * routed
 
 
 def moe_gemm_demand(spec: MoEGemmSpec, config: Config, arch: int = 90, counts: Sequence[int] | None = None,

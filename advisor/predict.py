@@ -1,0 +1,197 @@
+"""Predicted latency: XGBoost on the ceiling's features, trained on measured sweeps.
+
+The target is log(measured / ceiling), the efficiency gap, which transfers across GPUs better than
+raw time (the analytical + learned approach of PipeWeave/SynPerf and KernelSight-LM, ANCHORS
+section 1); predicted_us = ceiling_us x exp(prediction). Two quantile models (10% and 90%) give the
+interval. Rows come from sweep CSVs of the shipped fused-MoE kernel (their ceilings are rebuilt
+exactly from the recorded routing); the trained models ship in advisor/models/.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from advisor.features import FEATURES, feature_row
+from ceilings.errors import AdvisorError
+from ceilings.hardware import SHIPPED_CALIBRATIONS, get_spec, load_calibration, rates_for
+from ceilings.roofline import roofline
+
+MODEL_DIR = Path(__file__).resolve().parent / "models"
+QUANTILES = (0.1, 0.9)
+
+
+@dataclass
+class Dataset:
+    x: np.ndarray                     # [rows, features]
+    y: np.ndarray                     # log(measured / ceiling)
+    ceiling_us: np.ndarray
+    measured_us: np.ndarray
+    gpu: list[str]
+    group: list[str]                  # the shape: rows of one group are never split between train and test
+    case: list[str]                   # one (shape, M) on one GPU: configs of a case are ranked together
+    sources: list[str] = field(default_factory=list)
+
+    def subset(self, mask: np.ndarray) -> Dataset:
+        idx = np.flatnonzero(mask)
+        pick = lambda seq: [seq[i] for i in idx]  # noqa: E731
+        return Dataset(self.x[idx], self.y[idx], self.ceiling_us[idx], self.measured_us[idx], pick(self.gpu),
+                       pick(self.group), pick(self.case), self.sources)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+def moe_rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Dataset:
+    """Feature rows of fully timed fused-MoE sweep rows, with their exact ceilings."""
+    from advisor.moe_tune import row_config
+    from kernels.moe_bench import MoEGemmSpec
+    from kernels.moe_demand import moe_gemm_demand
+
+    rates_by_gpu = {}
+    xs, ys, ceil, meas, gpus, groups, cases = [], [], [], [], [], [], []
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        spec_gpu = get_spec(r["gpu"])
+        if spec_gpu.name not in rates_by_gpu:
+            cal, path = load_calibration(spec_gpu.name, [SHIPPED_CALIBRATIONS])
+            rates_by_gpu[spec_gpu.name] = rates_for(spec_gpu.name, cal, path or "", use_calibration=cal is not None)
+        e, top, k, n = r["shape"].split("_")
+        kernel = r["kernel"]
+        b_tma = True if kernel.endswith("[tma]") else False if kernel.endswith("[ptr]") else None
+        spec = MoEGemmSpec(int(e[1:]), int(top[3:]), int(k[1:]), int(n[1:]), int(r["M"]), gemm=int(r["gemm"]),
+                           b_tma=b_tma)
+        counts = json.loads(r["case_info"])["expert_counts"] if r.get("case_info") else None
+        config = row_config(r)
+        demand = moe_gemm_demand(spec, config, spec_gpu.arch, counts, int(r["shared"]) if r.get("shared") else None,
+                                 int(r["n_regs"]) if r.get("n_regs") else None)
+        c = roofline(demand, rates_by_gpu[spec_gpu.name], config.to_dict())
+        us = float(r["us"])
+        xs.append([feature_row(c, demand, config, spec_gpu)[f] for f in FEATURES])
+        ys.append(math.log(us / c.ceiling_us))
+        ceil.append(c.ceiling_us)
+        meas.append(us)
+        gpus.append(spec_gpu.name)
+        groups.append(f"{kernel.split('[')[0]}/gemm{r['gemm']}/{r['shape']}")
+        cases.append(f"{spec_gpu.name}/{kernel}/gemm{r['gemm']}/{r['shape']}/M{r['M']}")
+    if not ys:
+        raise AdvisorError("no fully timed rows (status ok) in the given sweep files")
+    return Dataset(np.array(xs, dtype=np.float32), np.array(ys), np.array(ceil), np.array(meas), gpus, groups, cases,
+                   list(sources))
+
+
+def load_sweeps(paths: Sequence[str | Path]) -> Dataset:
+    from advisor.moe_tune import read_results
+
+    rows = []
+    for path in paths:
+        if not Path(path).exists():
+            raise AdvisorError(f"sweep file {path} does not exist")
+        rows += read_results(path)
+    return moe_rows_to_dataset(rows, [str(p) for p in paths])
+
+
+@dataclass
+class LatencyModel:
+    median: object           # xgboost.Booster for log(measured / ceiling)
+    quantiles: object        # xgboost.Booster with one output per entry of QUANTILES
+    meta: dict
+
+    def predict_log_ratio(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        import xgboost as xgb
+
+        m = xgb.DMatrix(np.asarray(x, dtype=np.float32), feature_names=list(FEATURES))
+        mid = self.median.predict(m)
+        q = self.quantiles.predict(m).reshape(len(mid), -1)
+        lo, hi = np.minimum(q[:, 0], mid), np.maximum(q[:, -1], mid)
+        return mid, lo, hi
+
+    def predict_us(self, ceiling_us: np.ndarray, x: np.ndarray):
+        mid, lo, hi = self.predict_log_ratio(x)
+        # A launch cannot beat its ceiling: the ratio is at least 1.
+        ratio = lambda v: np.exp(np.maximum(v, 0.0))  # noqa: E731
+        return ceiling_us * ratio(mid), ceiling_us * ratio(lo), ceiling_us * ratio(hi)
+
+    def save(self, folder: str | Path = MODEL_DIR) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.median.save_model(str(folder / "latency_median.ubj"))
+        self.quantiles.save_model(str(folder / "latency_quantiles.ubj"))
+        (folder / "latency_meta.json").write_text(json.dumps(self.meta, indent=2) + "\n")
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path = MODEL_DIR) -> LatencyModel:
+        import xgboost as xgb
+
+        folder = Path(folder)
+        meta_path = folder / "latency_meta.json"
+        if not meta_path.exists():
+            raise AdvisorError(f"no trained latency model in {folder}; run `advisor train` first")
+        meta = json.loads(meta_path.read_text())
+        if list(meta.get("features", [])) != list(FEATURES):
+            raise AdvisorError(f"the model in {folder} was trained on other features; retrain with `advisor train`")
+        median, quantiles = xgb.Booster(), xgb.Booster()
+        median.load_model(str(folder / "latency_median.ubj"))
+        quantiles.load_model(str(folder / "latency_quantiles.ubj"))
+        return cls(median, quantiles, meta)
+
+
+def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None) -> list[dict]:
+    """predicted_us and its interval for ceilings computed by `advisor.ceiling` (with their demand)."""
+    from ceilings.launch import Config
+
+    model = model or LatencyModel.load()
+    rows = [feature_row(c, c.demand, Config.from_dict(c.config), get_spec(c.gpu)) for c in ceilings]
+    x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
+    mid, lo, hi = model.predict_us(np.array([c.ceiling_us for c in ceilings]), x)
+    trained_on = set(model.meta.get("kernels", []))
+    out = []
+    for c, m, a, b in zip(ceilings, mid, lo, hi, strict=True):
+        note = [] if not trained_on or c.kernel in trained_on else [
+            f"the model was trained on {', '.join(sorted(trained_on))} only: {c.kernel} is outside its data"]
+        out.append({"predicted_us": round(float(m), 3), "predicted_interval_us": [round(float(a), 3),
+                                                                                  round(float(b), 3)],
+                    "notes": note})
+    return out
+
+
+PARAMS = {"max_depth": 6, "eta": 0.08, "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 2,
+          "seed": 0, "nthread": 2}
+ROUNDS = 300
+
+
+def train(data: Dataset, rounds: int = ROUNDS) -> LatencyModel:
+    import xgboost as xgb
+
+    m = xgb.DMatrix(data.x, label=data.y, feature_names=list(FEATURES))
+    median = xgb.train({**PARAMS, "objective": "reg:squarederror"}, m, num_boost_round=rounds)
+    quantiles = xgb.train({**PARAMS, "objective": "reg:quantileerror", "quantile_alpha": np.array(QUANTILES)}, m,
+                          num_boost_round=rounds)
+    digests = {}
+    for src in data.sources:
+        digests[Path(src).name] = hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16]
+    meta = {"features": list(FEATURES), "target": "log(measured_us / ceiling_us)", "quantiles": list(QUANTILES),
+            "kernels": ["fused_moe_kernel"],
+            "rows": len(data), "gpus": sorted(set(data.gpu)), "shapes": len(set(data.group)),
+            "data": digests, "trained": dt.date.today().isoformat(), "xgboost": xgb.__version__,
+            "params": PARAMS, "rounds": rounds}
+    return LatencyModel(median, quantiles, meta)
+
+
+def shape_folds(data: Dataset, folds: int, seed: int = 0) -> list[np.ndarray]:
+    """Test masks of a k-fold split by shape: no shape appears on both sides of a split."""
+    groups = sorted(set(data.group))
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(groups))
+    fold_of = {groups[i]: j % folds for j, i in enumerate(order)}
+    labels = np.array([fold_of[g] for g in data.group])
+    return [labels == f for f in range(folds)]

@@ -1,0 +1,111 @@
+"""How well does the latency model predict? Measured honestly: split by shape, and across GPUs.
+
+    python benchmarks/accuracy.py --h100 SWEEP.csv.gz ... --h200 SWEEP.csv.gz ... [--folds 4]
+
+Seen GPU: k-fold over shapes (a shape's rows are all in training or all in test; both GPUs' rows of
+a test shape are held out). Unseen GPU: train on every H100 row, test on every H200 row, and the
+reverse. Per split: MAPE of predicted_us, 90th percentile of the absolute error, Spearman rho
+between predicted and measured across the configs of each case (median over cases), and top-1
+regret (measured time of the predicted-best config / measured best, per case). The ceiling alone
+(predicted_us = ceiling_us) is shown as the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from advisor.predict import Dataset, load_sweeps, shape_folds, train  # noqa: E402
+
+
+def _ranks(v: np.ndarray) -> np.ndarray:
+    order = np.argsort(v, kind="stable")
+    ranks = np.empty(len(v))
+    ranks[order] = np.arange(len(v))
+    return ranks
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    if len(a) < 3:
+        return float("nan")
+    ra, rb = _ranks(a), _ranks(b)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def metrics(test: Dataset, predicted_us: np.ndarray) -> dict:
+    err = np.abs(predicted_us - test.measured_us) / test.measured_us
+    by_case = defaultdict(list)
+    for i, case in enumerate(test.case):
+        by_case[case].append(i)
+    rhos, regrets = [], []
+    for idx in by_case.values():
+        idx = np.array(idx)
+        if len(idx) >= 3:
+            rhos.append(spearman(predicted_us[idx], test.measured_us[idx]))
+        best_pred = idx[np.argmin(predicted_us[idx])]
+        regrets.append(test.measured_us[best_pred] / test.measured_us[idx].min())
+    regrets = np.array(regrets)
+    return {"rows": int(len(test)), "cases": len(by_case), "mape_pct": round(100 * float(err.mean()), 2),
+            "p90_abs_err_pct": round(100 * float(np.quantile(err, 0.9)), 2),
+            "spearman_median": round(float(np.nanmedian(rhos)), 3) if rhos else None,
+            "top1_regret_median": round(float(np.median(regrets)), 4),
+            "cases_regret_le_1.03_pct": round(100 * float((regrets <= 1.03).mean()), 1)}
+
+
+def evaluate(train_set: Dataset, test_set: Dataset) -> tuple[dict, dict]:
+    model = train(train_set)
+    predicted, _, _ = model.predict_us(test_set.ceiling_us, test_set.x)
+    return metrics(test_set, predicted), metrics(test_set, test_set.ceiling_us.copy())
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--h100", nargs="+", default=[])
+    parser.add_argument("--h200", nargs="+", default=[])
+    parser.add_argument("--folds", type=int, default=4)
+    parser.add_argument("--json", type=Path, help="write all results here")
+    args = parser.parse_args(argv)
+    data = load_sweeps(args.h100 + args.h200)
+    gpus = np.array(data.gpu)
+    results: dict = {"rows": len(data), "shapes": len(set(data.group)), "seen": {}, "unseen": {}}
+    print(f"{len(data)} rows, {len(set(data.group))} shapes, GPUs {sorted(set(data.gpu))}")
+
+    per_gpu_pred: dict[str, list] = defaultdict(list)
+    for fold in shape_folds(data, args.folds):
+        if fold.all() or not fold.any():
+            continue
+        model = train(data.subset(~fold))
+        test = data.subset(fold)
+        predicted, _, _ = model.predict_us(test.ceiling_us, test.x)
+        for gpu in set(test.gpu):
+            mask = np.array(test.gpu) == gpu
+            per_gpu_pred[gpu].append((test.subset(mask), predicted[mask]))
+    for gpu, parts in per_gpu_pred.items():
+        test = Dataset(np.concatenate([p[0].x for p in parts]), np.concatenate([p[0].y for p in parts]),
+                       np.concatenate([p[0].ceiling_us for p in parts]),
+                       np.concatenate([p[0].measured_us for p in parts]), sum((p[0].gpu for p in parts), []),
+                       sum((p[0].group for p in parts), []), sum((p[0].case for p in parts), []))
+        predicted = np.concatenate([p[1] for p in parts])
+        results["seen"][gpu] = {"model": metrics(test, predicted), "ceiling_only": metrics(test, test.ceiling_us)}
+
+    names = sorted(set(data.gpu))
+    if len(names) == 2:
+        for a, b in ((names[0], names[1]), (names[1], names[0])):
+            model_m, base_m = evaluate(data.subset(gpus == a), data.subset(gpus == b))
+            results["unseen"][f"train {a} -> test {b}"] = {"model": model_m, "ceiling_only": base_m}
+
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

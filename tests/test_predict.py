@@ -1,0 +1,114 @@
+"""The latency model: features, the shape split, training, the shipped model and its predictions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from advisor.features import FEATURES, feature_row, tile_sizes
+from advisor.predict import MODEL_DIR, LatencyModel, moe_rows_to_dataset, predict_ceilings, shape_folds, train
+from ceilings.hardware import get_spec, rates_for
+from ceilings.launch import Config
+from ceilings.roofline import roofline
+from kernels.moe_bench import MoEGemmSpec
+from kernels.moe_demand import moe_gemm_demand
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cfg(bm, bn, bk, g=1, w=4, s=3):
+    return Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g}, w, s)
+
+
+def test_feature_row_of_a_known_launch():
+    spec = MoEGemmSpec(8, 2, 4096, 14336, 1024)
+    config = cfg(128, 256, 64, 16, 8, 3)
+    demand = moe_gemm_demand(spec, config, counts=[256] * 8)
+    c = roofline(demand, rates_for("h100", use_calibration=False), config.to_dict())
+    row = feature_row(c, demand, config, get_spec("h100"))
+    assert list(row) == list(FEATURES)
+    assert row["tile_m"] == 128 and row["tile_n"] == 256 and row["tile_k"] == 64 and row["group_m"] == 16
+    assert row["num_warps"] == 8 and row["wgmma"] == 1.0 and row["sms"] == 132
+    assert row["log_ceiling_us"] == pytest.approx(np.log(c.ceiling_us))
+    assert row["active_fraction"] == pytest.approx(c.active_ctas / c.ctas)
+    assert sum(row[f"share_{p}"] == 1.0 for p in ("tensor", "dram")) == 0  # shares of ceiling, with the launch
+    assert tile_sizes(Config({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8}))["tile_n"] == 32
+
+
+def _rows(shape, ms, gpu="NVIDIA H100 80GB HBM3"):
+    e, top, k, n = shape
+    rows = []
+    for m in ms:
+        for config, scale in ((cfg(16, 64, 128), 1.3), (cfg(64, 128, 64, w=4, s=4), 1.1), (cfg(32, 64, 128), 1.5)):
+            spec = MoEGemmSpec(e, top, k, n, m)
+            counts = [m * top // e] * e
+            demand = moe_gemm_demand(spec, config, counts=counts)
+            c = roofline(demand, rates_for(gpu), config.to_dict())
+            rows.append({"status": "ok", "gpu": gpu, "kernel": "fused_moe_kernel", "gemm": "1", "M": str(m),
+                         "shape": f"E{e}_top{top}_K{k}_N{n}", "us": str(c.ceiling_us * scale), "shared": "",
+                         "n_regs": "", "case_info": json.dumps({"expert_counts": counts}), **{
+                             k_: str(v) for k_, v in config.to_dict().items()}})
+    return rows
+
+
+def test_dataset_split_and_training_on_a_small_synthetic_set(tmp_path):
+    rows = []
+    for shape in ((8, 2, 512, 1024), (16, 2, 512, 512), (8, 1, 256, 1024), (4, 2, 1024, 256)):
+        rows += _rows(shape, (16, 64, 256))
+    data = moe_rows_to_dataset(rows)
+    assert data.x.shape == (len(rows), len(FEATURES))
+    # measured = ceiling x a factor set per config: the target is exactly that factor's log
+    assert np.allclose(np.exp(data.y), [float(r["us"]) for r in rows] / data.ceiling_us)
+    folds = shape_folds(data, 3)
+    assert np.sum(folds, axis=0).tolist() == [1] * len(data)  # every row in exactly one test fold
+    for fold in folds:
+        train_groups = {g for g, f in zip(data.group, fold, strict=True) if not f}
+        test_groups = {g for g, f in zip(data.group, fold, strict=True) if f}
+        assert not train_groups & test_groups  # no shape on both sides
+    model = train(data.subset(~folds[0]), rounds=30)
+    model.save(tmp_path)
+    loaded = LatencyModel.load(tmp_path)
+    test = data.subset(folds[0])
+    mid, lo, hi = loaded.predict_us(test.ceiling_us, test.x)
+    assert np.all(lo <= mid) and np.all(mid <= hi) and np.all(mid >= test.ceiling_us)
+    assert loaded.meta["rows"] == len(data.subset(~folds[0])) and loaded.meta["features"] == list(FEATURES)
+
+
+def test_shipped_model_predicts_within_its_interval_and_above_the_ceiling():
+    from advisor.ceiling import moe_ceiling
+
+    model = LatencyModel.load(MODEL_DIR)
+    assert model.meta["rows"] >= 1000 and "NVIDIA H100 80GB HBM3" in model.meta["gpus"]
+    assert sum(f.stat().st_size for f in MODEL_DIR.iterdir()) < 8 << 20  # ships inside the package
+    c = moe_ceiling("mixtral-8x7b", 1024, tp=2, gpu="h100", config=cfg(128, 256, 64, 32, 8, 3))
+    (p,) = predict_ceilings([c], model)
+    lo, hi = p["predicted_interval_us"]
+    assert c.ceiling_us <= lo <= p["predicted_us"] <= hi
+    assert not p["notes"]
+
+
+def test_model_from_other_features_is_refused(tmp_path):
+    meta = json.loads((MODEL_DIR / "latency_meta.json").read_text())
+    meta["features"] = meta["features"][:-1]
+    (tmp_path / "latency_meta.json").write_text(json.dumps(meta))
+    from ceilings.errors import AdvisorError
+
+    with pytest.raises(AdvisorError, match="other features"):
+        LatencyModel.load(tmp_path)
+    with pytest.raises(AdvisorError, match="advisor train"):
+        LatencyModel.load(tmp_path / "empty")
+
+
+def test_predict_cli_json_adds_the_prediction():
+    r = subprocess.run([sys.executable, "-m", "advisor.cli", "predict", "kernels/fused_moe.py", "--preset",
+                        "qwen3-30b-a3b", "--tp", "4", "--tokens", "256", "--format", "json"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["predicted_us"] >= doc["ceiling_us"] and len(doc["predicted_interval_us"]) == 2
+    assert {"pipelines", "binding", "ctas"} <= set(doc)
