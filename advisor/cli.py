@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train the latency model on measured sweeps",
                        description="Train the XGBoost latency model (target: log measured/ceiling) on sweep CSVs "
                                    "and write it to advisor/models (or --out).")
-    p.add_argument("--data", nargs="+", help="sweep CSV files (default: benchmarks/data/*moe*.csv.gz of the current "
-                                             "kernel)")
+    p.add_argument("--data", nargs="+", help="sweep CSV files (default: the sweeps in benchmarks/data of the current "
+                                             "kernels)")
     p.add_argument("--out", help="folder for the model files (default: advisor/models)")
 
     p = sub.add_parser("tune", help="(GPU) sweep the shipped fused-MoE kernel for a preset; write a config file",
@@ -308,8 +308,10 @@ def cmd_train(args) -> int:
 
     from advisor.predict import MODEL_DIR, load_sweeps, train
 
-    # Default: every fused-MoE sweep of the current kernel (files of the previous version say kernel_v1).
-    files = args.data or sorted(f for f in glob.glob("benchmarks/data/*moe*.csv.gz") if "kernel_v1" not in f)
+    # Default: every sweep of the current kernels (files of the previous MoE kernel version say kernel_v1;
+    # the ncu files are instruction counts, not timings).
+    files = args.data or sorted(f for f in glob.glob("benchmarks/data/*.csv.gz")
+                                if "kernel_v1" not in f and "ncu" not in f)
     if not files:
         raise AdvisorError("no sweep data found; give --data FILE... (sweep CSVs from `advisor tune` or "
                            "benchmarks/moe_sweep.py)")

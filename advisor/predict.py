@@ -49,12 +49,39 @@ class Dataset:
         return len(self.y)
 
 
-def moe_rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Dataset:
-    """Feature rows of fully timed fused-MoE sweep rows, with their exact ceilings."""
+def _demand_of_row(r: dict, arch: int):
+    """The exact demand and config of a sweep row of one of the shipped kernels."""
     from advisor.moe_tune import row_config
+    from ceilings.launch import Config
+
+    shared = int(r["shared"]) if r.get("shared") else None
+    registers = int(r["n_regs"]) if r.get("n_regs") else None
+    kernel = r["kernel"]
+    if kernel.startswith("gemm_kernel"):
+        from kernels.gemm import gemm_demand
+
+        n, k = (int(part[1:]) for part in r["shape"].split("_"))
+        if r.get("params"):
+            params = json.loads(r["params"])
+        else:  # early GEMM sweeps kept the config only in its label, e.g. "M128 N128 K64 G8 w8 s3"
+            bm, bn, bk, gm = (int(t[1:]) for t in r["config"].split()[:4])
+            params = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": gm}
+        config = Config(params, int(r["num_warps"]), int(r["num_stages"]))
+        return gemm_demand(int(r["M"]), n, k, config, "bfloat16", arch, shared, registers), config
     from kernels.moe_bench import MoEGemmSpec
     from kernels.moe_demand import moe_gemm_demand
 
+    e, top, k, n = r["shape"].split("_")
+    b_tma = True if kernel.endswith("[tma]") else False if kernel.endswith("[ptr]") else None
+    spec = MoEGemmSpec(int(e[1:]), int(top[3:]), int(k[1:]), int(n[1:]), int(r["M"]), gemm=int(r["gemm"]),
+                       b_tma=b_tma)
+    counts = json.loads(r["case_info"]).get("expert_counts") if r.get("case_info") else None
+    config = row_config(r)
+    return moe_gemm_demand(spec, config, arch, counts, shared, registers), config
+
+
+def rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Dataset:
+    """Feature rows of the fully timed sweep rows of the shipped kernels, with their exact ceilings."""
     rates_by_gpu = {}
     xs, ys, ceil, meas, gpus, groups, cases = [], [], [], [], [], [], []
     for r in rows:
@@ -64,17 +91,10 @@ def moe_rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Da
         if spec_gpu.name not in rates_by_gpu:
             cal, path = load_calibration(spec_gpu.name, [SHIPPED_CALIBRATIONS])
             rates_by_gpu[spec_gpu.name] = rates_for(spec_gpu.name, cal, path or "", use_calibration=cal is not None)
-        e, top, k, n = r["shape"].split("_")
-        kernel = r["kernel"]
-        b_tma = True if kernel.endswith("[tma]") else False if kernel.endswith("[ptr]") else None
-        spec = MoEGemmSpec(int(e[1:]), int(top[3:]), int(k[1:]), int(n[1:]), int(r["M"]), gemm=int(r["gemm"]),
-                           b_tma=b_tma)
-        counts = json.loads(r["case_info"])["expert_counts"] if r.get("case_info") else None
-        config = row_config(r)
-        demand = moe_gemm_demand(spec, config, spec_gpu.arch, counts, int(r["shared"]) if r.get("shared") else None,
-                                 int(r["n_regs"]) if r.get("n_regs") else None)
+        demand, config = _demand_of_row(r, spec_gpu.arch)
         c = roofline(demand, rates_by_gpu[spec_gpu.name], config.to_dict())
         us = float(r["us"])
+        kernel = r["kernel"]
         xs.append([feature_row(c, demand, config, spec_gpu)[f] for f in FEATURES])
         ys.append(math.log(us / c.ceiling_us))
         ceil.append(c.ceiling_us)
@@ -96,7 +116,7 @@ def load_sweeps(paths: Sequence[str | Path]) -> Dataset:
         if not Path(path).exists():
             raise AdvisorError(f"sweep file {path} does not exist")
         rows += read_results(path)
-    return moe_rows_to_dataset(rows, [str(p) for p in paths])
+    return rows_to_dataset(rows, [str(p) for p in paths])
 
 
 @dataclass
@@ -180,7 +200,7 @@ def train(data: Dataset, rounds: int = ROUNDS) -> LatencyModel:
     for src in data.sources:
         digests[Path(src).name] = hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16]
     meta = {"features": list(FEATURES), "target": "log(measured_us / ceiling_us)", "quantiles": list(QUANTILES),
-            "kernels": ["fused_moe_kernel"],
+            "kernels": sorted({g.split("/")[0] for g in data.group}),
             "rows": len(data), "gpus": sorted(set(data.gpu)), "shapes": len(set(data.group)),
             "data": digests, "trained": dt.date.today().isoformat(), "xgboost": xgb.__version__,
             "params": PARAMS, "rounds": rounds}

@@ -26,7 +26,7 @@ from ceilings.launch import Config
 CSV_FIELDS = ["date", "gpu", "triton", "torch", "kernel", "gemm", "shape", "M", "BLOCK_SIZE_M", "BLOCK_SIZE_N",
               "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages", "config", "status", "us", "min_us",
               "max_us", "timing", "rel_err", "n_regs", "n_spills", "shared", "flops", "compulsory_bytes",
-              "experts_routed", "reason", "case_info"]
+              "experts_routed", "reason", "case_info", "params"]
 
 
 class CaseSpec(Protocol):
@@ -130,7 +130,8 @@ def compile_all(plan: SweepPlan, pairs: Iterable[tuple[Any, Config]], workers: i
 
 def _config_columns(config: Config) -> dict:
     row = dict(config.params)
-    row.update(num_warps=config.num_warps, num_stages=config.num_stages, config=config.label())
+    row.update(num_warps=config.num_warps, num_stages=config.num_stages, config=config.label(),
+               params=json.dumps(config.params, separators=(",", ":")))
     return row
 
 

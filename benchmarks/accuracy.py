@@ -2,9 +2,9 @@
 
     python benchmarks/accuracy.py --h100 SWEEP.csv.gz ... --h200 SWEEP.csv.gz ... [--folds 4]
 
-Seen GPU: k-fold over shapes (a shape's rows are all in training or all in test; both GPUs' rows of
-a test shape are held out). Unseen GPU: train on every H100 row, test on every H200 row, and the
-reverse. Per split: MAPE of predicted_us, 90th percentile of the absolute error, Spearman rho
+Results per GPU and kernel family. Seen GPU: k-fold over shapes (a shape's rows are all in training or
+all in test; both GPUs' rows of a test shape are held out). Unseen GPU: train on every H100 row, test
+on every H200 row, and the reverse. Per split: MAPE of predicted_us, 90th percentile of the absolute error, Spearman rho
 between predicted and measured across the configs of each case (median over cases), and top-1
 regret (measured time of the predicted-best config / measured best, per case). The ceiling alone
 (predicted_us = ceiling_us) is shown as the baseline.
@@ -59,12 +59,6 @@ def metrics(test: Dataset, predicted_us: np.ndarray) -> dict:
             "cases_regret_le_1.03_pct": round(100 * float((regrets <= 1.03).mean()), 1)}
 
 
-def evaluate(train_set: Dataset, test_set: Dataset) -> tuple[dict, dict]:
-    model = train(train_set)
-    predicted, _, _ = model.predict_us(test_set.ceiling_us, test_set.x)
-    return metrics(test_set, predicted), metrics(test_set, test_set.ceiling_us.copy())
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--h100", nargs="+", default=[])
@@ -84,9 +78,12 @@ def main(argv=None) -> int:
         model = train(data.subset(~fold))
         test = data.subset(fold)
         predicted, _, _ = model.predict_us(test.ceiling_us, test.x)
+        families = np.array([g.split("/")[0] for g in test.group])
         for gpu in set(test.gpu):
-            mask = np.array(test.gpu) == gpu
-            per_gpu_pred[gpu].append((test.subset(mask), predicted[mask]))
+            for family in set(families):
+                mask = (np.array(test.gpu) == gpu) & (families == family)
+                if mask.any():
+                    per_gpu_pred[f"{gpu} / {family}"].append((test.subset(mask), predicted[mask]))
     for gpu, parts in per_gpu_pred.items():
         test = Dataset(np.concatenate([p[0].x for p in parts]), np.concatenate([p[0].y for p in parts]),
                        np.concatenate([p[0].ceiling_us for p in parts]),
@@ -97,9 +94,14 @@ def main(argv=None) -> int:
 
     names = sorted(set(data.gpu))
     if len(names) == 2:
+        families = np.array([g.split("/")[0] for g in data.group])
         for a, b in ((names[0], names[1]), (names[1], names[0])):
-            model_m, base_m = evaluate(data.subset(gpus == a), data.subset(gpus == b))
-            results["unseen"][f"train {a} -> test {b}"] = {"model": model_m, "ceiling_only": base_m}
+            model = train(data.subset(gpus == a))
+            for family in sorted(set(families)):
+                test = data.subset((gpus == b) & (families == family))
+                predicted, _, _ = model.predict_us(test.ceiling_us, test.x)
+                results["unseen"][f"train {a} -> test {b} / {family}"] = {
+                    "model": metrics(test, predicted), "ceiling_only": metrics(test, test.ceiling_us)}
 
     print(json.dumps(results, indent=2))
     if args.json:

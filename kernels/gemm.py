@@ -118,7 +118,8 @@ def describe_launch(m: int, n: int, k: int, config: Config, dtype: str = "bfloat
         constexprs={"EVEN_K": k % config["BLOCK_K"] == 0}, config=config)
 
 
-def gemm_demand(m: int, n: int, k: int, config: Config, dtype: str = "bfloat16", arch: int = 90) -> Demand:
+def gemm_demand(m: int, n: int, k: int, config: Config, dtype: str = "bfloat16", arch: int = 90,
+                shared_bytes: int | None = None, registers: int | None = None) -> Demand:
     """Exact work of one launch: every tile multiplies BLOCK_M x BLOCK_N x (K rounded up to BLOCK_K)."""
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     size = _SIZE[dtype]
@@ -137,4 +138,5 @@ def gemm_demand(m: int, n: int, k: int, config: Config, dtype: str = "bfloat16",
                                         "alu": bm * bn / 2 / 32},
                   smem_bytes_per_cta=2.0 * (bm + bn) * k_padded * size, l2_bytes=l2,
                   dram_bytes=(m * k + k * n + m * n) * size,
-                  shared_bytes=config.num_stages * (bm + bn) * bk * size, source="semantic (kernels.gemm)")
+                  shared_bytes=shared_bytes if shared_bytes is not None else config.num_stages * (bm + bn) * bk * size,
+                  registers=registers, source="semantic (kernels.gemm)")

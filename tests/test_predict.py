@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from advisor.features import FEATURES, feature_row, tile_sizes
-from advisor.predict import MODEL_DIR, LatencyModel, moe_rows_to_dataset, predict_ceilings, shape_folds, train
+from advisor.predict import MODEL_DIR, LatencyModel, predict_ceilings, rows_to_dataset, shape_folds, train
 from ceilings.hardware import get_spec, rates_for
 from ceilings.launch import Config
 from ceilings.roofline import roofline
@@ -60,7 +60,7 @@ def test_dataset_split_and_training_on_a_small_synthetic_set(tmp_path):
     rows = []
     for shape in ((8, 2, 512, 1024), (16, 2, 512, 512), (8, 1, 256, 1024), (4, 2, 1024, 256)):
         rows += _rows(shape, (16, 64, 256))
-    data = moe_rows_to_dataset(rows)
+    data = rows_to_dataset(rows)
     assert data.x.shape == (len(rows), len(FEATURES))
     # measured = ceiling x a factor set per config: the target is exactly that factor's log
     assert np.allclose(np.exp(data.y), [float(r["us"]) for r in rows] / data.ceiling_us)
