@@ -49,7 +49,7 @@ class Dataset:
         return len(self.y)
 
 
-def _demand_of_row(r: dict, arch: int):
+def row_demand(r: dict, arch: int):
     """The exact demand and config of a sweep row of one of the shipped kernels."""
     from advisor.moe_tune import row_config
     from ceilings.launch import Config
@@ -91,7 +91,7 @@ def rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Datase
         if spec_gpu.name not in rates_by_gpu:
             cal, path = load_calibration(spec_gpu.name, [SHIPPED_CALIBRATIONS])
             rates_by_gpu[spec_gpu.name] = rates_for(spec_gpu.name, cal, path or "", use_calibration=cal is not None)
-        demand, config = _demand_of_row(r, spec_gpu.arch)
+        demand, config = row_demand(r, spec_gpu.arch)
         c = roofline(demand, rates_by_gpu[spec_gpu.name], config.to_dict())
         us = float(r["us"])
         kernel = r["kernel"]

@@ -1,10 +1,11 @@
-"""Is the ceiling a floor? Every fully timed point of a fused-MoE sweep against its ceiling.
+"""Is the ceiling a floor? Every fully timed point of a sweep of a shipped kernel against its ceiling.
 
     python benchmarks/ceiling_check.py SWEEP_CSV[.gz] [--calibration FILE] [--rows OUT.csv]
 
 For each row with status ok: the exact semantic ceiling (kernels.moe_demand with the row's recorded
 per-expert token counts, or the expected padding of uniform routing for rows recorded without them;
-the row's shared memory and registers; the GPU's calibration) and measured / ceiling. Reports the
+kernels.gemm for GEMM rows; the row's shared memory and registers; the GPU's calibration) and
+measured / ceiling. Reports the
 share of points under 0.97 (the target is none) and the spread of measured / ceiling for the best
 config of each case (the target median is 1.25 or less).
 """
@@ -21,19 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.moe_tune import read_results, row_config  # noqa: E402
+from advisor.moe_tune import read_results  # noqa: E402
+from advisor.predict import row_demand  # noqa: E402
 from ceilings.hardware import Calibration, get_spec, rates_for  # noqa: E402
 from ceilings.roofline import roofline  # noqa: E402
-from kernels.moe_bench import MoEGemmSpec  # noqa: E402
-from kernels.moe_demand import moe_gemm_demand  # noqa: E402
-
-
-def spec_of(row: dict) -> MoEGemmSpec:
-    e, top, k, n = row["shape"].split("_")
-    kernel = row["kernel"]
-    b_tma = True if kernel.endswith("[tma]") else False if kernel.endswith("[ptr]") else None
-    return MoEGemmSpec(int(e[1:]), int(top[3:]), int(k[1:]), int(n[1:]), int(row["M"]), gemm=int(row["gemm"]),
-                       b_tma=b_tma)
 
 
 def check(rows: list[dict], calibration: Calibration | None, source: str) -> tuple[list[dict], dict]:
@@ -45,12 +37,9 @@ def check(rows: list[dict], calibration: Calibration | None, source: str) -> tup
         gpu = get_spec(r["gpu"])
         if gpu.name not in rates_by_gpu:
             rates_by_gpu[gpu.name] = rates_for(gpu.name, calibration, source, use_calibration=calibration is not None)
-        # Rows without recorded routing fall back to the expected padding of uniform routing.
-        counts = json.loads(r["case_info"])["expert_counts"] if r.get("case_info") else None
-        config = row_config(r)
-        demand = moe_gemm_demand(spec_of(r), config, gpu.arch, counts,
-                                 int(r["shared"]) if r.get("shared") else None,
-                                 int(r["n_regs"]) if r.get("n_regs") else None)
+        # The exact demand of the row (its own routing counts, shared memory, registers; rows recorded without
+        # routing use the expected padding of uniform routing).
+        demand, config = row_demand(r, gpu.arch)
         c = roofline(demand, rates_by_gpu[gpu.name], config.to_dict())
         us = float(r["us"])
         out.append({"gpu": gpu.name, "kernel": r["kernel"], "shape": r["shape"], "M": int(r["M"]),
