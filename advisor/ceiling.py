@@ -69,32 +69,39 @@ def moe_ceiling(preset: str, tokens: int, tp: int = 1, gemm: int = 1, gpu: str =
     return roofline(demand, rates_for(spec_gpu.name, use_calibration=calibrated), config.to_dict())
 
 
-def is_shipped_gemm(target: str | Path) -> bool:
-    from kernels import gemm
+def _shipped_shape_kernels() -> dict[Path, tuple]:
+    """Shipped kernels whose launch is set by a shape: file -> (what the shape is, demand, default config)."""
+    from kernels import gemm, softmax
 
-    return Path(target).resolve() == Path(gemm.__file__).resolve()
+    return {Path(gemm.__file__).resolve(): ("M,N,K", gemm.gemm_demand, gemm.default_config),
+            Path(softmax.__file__).resolve(): ("ROWS,COLS", softmax.softmax_demand, softmax.default_config)}
 
 
-def gemm_ceiling(shape: str, gpu: str = "h100", config: Config | None = None, calibrated: bool = True,
-                 dtype: str = "bfloat16") -> Ceiling:
-    """The exact ceiling of the shipped GEMM for `M,N,K`."""
+def is_shipped_shape_kernel(target: str | Path) -> bool:
+    return Path(target).resolve() in _shipped_shape_kernels()
+
+
+def shape_ceiling(target: str | Path, shape: str | None, gpu: str = "h100", config: Config | None = None,
+                  calibrated: bool = True) -> Ceiling:
+    """The exact ceiling of a shipped shape-driven kernel (the GEMM: M,N,K; the softmax: ROWS,COLS)."""
     from ceilings.hardware import get_spec
-    from kernels.gemm import default_config, gemm_demand
 
+    what, demand_of, default = _shipped_shape_kernels()[Path(target).resolve()]
+    if not shape:
+        raise AdvisorError(f"{target}: give --shape {what} (e.g. --shape {','.join(['4096'] * len(what.split(',')))})")
     try:
-        m, n, k = (int(x) for x in shape.split(","))
+        dims = [int(x) for x in shape.split(",")]
     except ValueError:
-        raise AdvisorError(f"--shape {shape!r}: give M,N,K as three integers, e.g. 4096,4096,4096") from None
-    if min(m, n, k) < 1:
-        raise AdvisorError(f"--shape {shape!r}: sizes must be positive")
-    spec = get_spec(gpu)
-    config = config or default_config(m, n, k)
-    missing = [p for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M") if p not in config.params]
+        dims = []
+    if len(dims) != len(what.split(",")) or min(dims) < 1:
+        raise AdvisorError(f"--shape {shape!r}: give {what} as {len(what.split(','))} positive integers")
+    config = config or default(*dims)
+    missing = [p for p in default(*dims).params if p not in config.params]
     if missing:
-        raise AdvisorError(f"--config for kernels/gemm.py needs {', '.join(missing)} (e.g. "
-                           '\'{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8}\')')
-    return roofline(gemm_demand(m, n, k, config, dtype, spec.arch), rates_for(spec.name, use_calibration=calibrated),
-                    config.to_dict())
+        raise AdvisorError(f"--config for {Path(target).name} needs {', '.join(missing)}")
+    spec = get_spec(gpu)
+    demand = demand_of(*dims, config, "bfloat16", spec.arch)
+    return roofline(demand, rates_for(spec.name, use_calibration=calibrated), config.to_dict())
 
 
 def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True, kernel_file: str | None = None,

@@ -97,7 +97,7 @@ def _ceiling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch", help="launch JSON for a kernel file TARGET (its arguments, grid and config)")
     p.add_argument("--preset", help="model preset (for the fused-MoE kernel)")
     p.add_argument("--tokens", type=int, help="token count M (for the fused-MoE kernel)")
-    p.add_argument("--shape", help="M,N,K (for the shipped kernels/gemm.py)")
+    p.add_argument("--shape", help="M,N,K for the shipped kernels/gemm.py, ROWS,COLS for kernels/softmax.py")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
     p.add_argument("--gemm", type=int, default=1, choices=(1, 2), help="GEMM 1 (w1) or 2 (w2) of the layer")
     p.add_argument("--config", help="engine-entry JSON or a label like 'M64 N128 K64 G8 w4 s3' "
@@ -236,11 +236,9 @@ def _ceilings(args):
                                     not args.no_calibration, compile_kernel=args.compile)]
         titles = [f"fused_moe_kernel GEMM{args.gemm}, {args.preset} TP{args.tp}, M={args.tokens}, "
                   f"{results[0].gpu}, {ceil.Config.from_dict(results[0].config).label()}"]
-    elif ceil.is_shipped_gemm(args.target):
-        if not args.shape:
-            raise AdvisorError(f"{args.target} is the shipped GEMM: give --shape M,N,K (e.g. --shape 4096,4096,4096)")
-        results = [ceil.gemm_ceiling(args.shape, args.gpu, config, not args.no_calibration)]
-        titles = [f"gemm_kernel {args.shape.replace(',', ' x ')}, {results[0].gpu}, "
+    elif ceil.is_shipped_shape_kernel(args.target):
+        results = [ceil.shape_ceiling(args.target, args.shape, args.gpu, config, not args.no_calibration)]
+        titles = [f"{results[0].kernel} {args.shape.replace(',', ' x ')}, {results[0].gpu}, "
                   f"{ceil.Config.from_dict(results[0].config).label()}"]
     elif args.target.endswith(".json"):
         results = ceil.launch_ceilings(args.target, args.gpu, not args.no_calibration, kernel=args.kernel)

@@ -57,6 +57,11 @@ def row_demand(r: dict, arch: int):
     shared = int(r["shared"]) if r.get("shared") else None
     registers = int(r["n_regs"]) if r.get("n_regs") else None
     kernel = r["kernel"]
+    if kernel.startswith("softmax_kernel"):
+        from kernels.softmax import softmax_demand
+
+        config = Config(json.loads(r["params"]), int(r["num_warps"]), int(r["num_stages"]))
+        return softmax_demand(int(r["M"]), int(r["shape"][len("COLS"):]), config, "bfloat16", arch), config
     if kernel.startswith("gemm_kernel"):
         from kernels.gemm import gemm_demand
 

@@ -361,3 +361,14 @@ def test_ceiling_cli_for_the_shipped_gemm():
     assert doc["ctas"] == 4096 and doc["waves"] == pytest.approx(4096 / (132 * doc["ctas_per_sm"]), abs=1e-3)
     r = advisor("ceiling", "kernels/gemm.py", "--shape", "8192,8192")
     assert r.returncode == 2 and "M,N,K" in r.stderr
+
+
+def test_ceiling_cli_for_the_shipped_softmax():
+    r = advisor("ceiling", "kernels/softmax.py", "--shape", "16384,8192", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["kernel"] == "softmax_kernel" and doc["binding"] == "dram" and doc["pipelines"]["tensor"] == 0.0
+    bytes_moved = 2 * 16384 * 8192 * 2
+    assert doc["pipelines"]["dram"] == pytest.approx(bytes_moved / (3.11e12) * 1e6, rel=0.01)
+    r = advisor("ceiling", "kernels/softmax.py")
+    assert r.returncode == 2 and "ROWS,COLS" in r.stderr

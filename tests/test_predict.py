@@ -112,3 +112,16 @@ def test_predict_cli_json_adds_the_prediction():
     doc = json.loads(r.stdout)
     assert doc["predicted_us"] >= doc["ceiling_us"] and len(doc["predicted_interval_us"]) == 2
     assert {"pipelines", "binding", "ctas"} <= set(doc)
+
+
+def test_rows_of_every_shipped_family_become_feature_rows():
+    from advisor.predict import row_demand
+
+    softmax_row = {"kernel": "softmax_kernel", "shape": "COLS2048", "M": "4096", "gemm": "1", "num_warps": "8",
+                   "num_stages": "1", "params": json.dumps({"BLOCK_N": 2048, "ROWS_PER_PROGRAM": 2})}
+    demand, config = row_demand(softmax_row, 90)
+    assert demand.kernel == "softmax_kernel" and demand.ctas == 2048 and config["ROWS_PER_PROGRAM"] == 2
+    gemm_row = {"kernel": "gemm_kernel", "shape": "N4096_K1024", "M": "256", "gemm": "1", "num_warps": "4",
+                "num_stages": "3", "config": "M64 N128 K64 G8 w4 s3"}
+    demand, config = row_demand(gemm_row, 90)
+    assert demand.kernel == "gemm_kernel" and config["BLOCK_N"] == 128 and demand.ctas == 4 * 32
