@@ -9,6 +9,7 @@ import torch
 
 from ceilings.launch import Config
 from kernels import gemm as g
+from kernels.warmup import loaded_resources
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -77,9 +78,4 @@ def compile_config(spec: GemmSpec, config: Config) -> dict:
         a, a, a, s["M"], s["N"], s["K"], s["stride_am"], s["stride_ak"], s["stride_bk"], s["stride_bn"],
         s["stride_cm"], s["stride_cn"], grid=(1,), EVEN_K=spec.k % config["BLOCK_K"] == 0,
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
-    init = getattr(kernel, "_init_handles", None)
-    if init is not None:
-        init()
-    meta = getattr(kernel, "metadata", None)
-    return {"n_regs": getattr(kernel, "n_regs", None), "n_spills": getattr(kernel, "n_spills", None),
-            "shared": getattr(meta, "shared", None)}
+    return loaded_resources(kernel)

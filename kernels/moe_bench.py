@@ -17,6 +17,7 @@ import torch
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config, Launch, TensorArg
 from kernels import fused_moe as fm
+from kernels.warmup import loaded_resources
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -177,9 +178,4 @@ def compile_config(spec: MoEGemmSpec, config: Config) -> dict:
         MUL_ROUTED_WEIGHT=spec.gemm == 2, EVEN_K=spec.k % config["BLOCK_SIZE_K"] == 0, B_TMA=b_tma,
         compute_type=fm._TL_DTYPES[dtype],
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
-    init = getattr(kernel, "_init_handles", None)
-    if init is not None:
-        init()  # loads the module: raises OutOfResources when shared memory or registers overflow
-    meta = getattr(kernel, "metadata", None)
-    return {"n_regs": getattr(kernel, "n_regs", None), "n_spills": getattr(kernel, "n_spills", None),
-            "shared": getattr(meta, "shared", None)}
+    return loaded_resources(kernel)

@@ -8,6 +8,7 @@ import torch
 
 from ceilings.launch import Config
 from kernels import softmax as sm
+from kernels.warmup import loaded_resources
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -66,9 +67,4 @@ def compile_config(spec: SoftmaxSpec, config: Config) -> dict:
     kernel = sm.softmax_kernel.warmup(x, x, spec.m, spec.cols, spec.cols, spec.cols, grid=(1,),
                                       ONE_CHUNK=spec.cols <= config["BLOCK_N"], num_warps=config.num_warps,
                                       num_stages=config.num_stages, **config.params)
-    init = getattr(kernel, "_init_handles", None)
-    if init is not None:
-        init()
-    meta = getattr(kernel, "metadata", None)
-    return {"n_regs": getattr(kernel, "n_regs", None), "n_spills": getattr(kernel, "n_spills", None),
-            "shared": getattr(meta, "shared", None)}
+    return loaded_resources(kernel)
