@@ -71,10 +71,12 @@ def moe_ceiling(preset: str, tokens: int, tp: int = 1, gemm: int = 1, gpu: str =
 
 def _shipped_shape_kernels() -> dict[Path, tuple]:
     """Shipped kernels whose launch is set by a shape: file -> (what the shape is, demand, default config)."""
-    from kernels import gemm, softmax
+    from kernels import attention, gemm, softmax
 
     return {Path(gemm.__file__).resolve(): ("M,N,K", gemm.gemm_demand, gemm.default_config),
-            Path(softmax.__file__).resolve(): ("ROWS,COLS", softmax.softmax_demand, softmax.default_config)}
+            Path(softmax.__file__).resolve(): ("ROWS,COLS", softmax.softmax_demand, softmax.default_config),
+            Path(attention.__file__).resolve(): ("BATCH_HEADS,SEQ,HEAD_DIM", attention.attention_demand,
+                                                 attention.default_config)}
 
 
 def is_shipped_shape_kernel(target: str | Path) -> bool:
@@ -83,7 +85,8 @@ def is_shipped_shape_kernel(target: str | Path) -> bool:
 
 def shape_ceiling(target: str | Path, shape: str | None, gpu: str = "h100", config: Config | None = None,
                   calibrated: bool = True) -> Ceiling:
-    """The exact ceiling of a shipped shape-driven kernel (the GEMM: M,N,K; the softmax: ROWS,COLS)."""
+    """The exact ceiling of a shipped shape-driven kernel (GEMM: M,N,K; softmax: ROWS,COLS; attention
+    forward, non-causal: BATCH_HEADS,SEQ,HEAD_DIM)."""
     from ceilings.hardware import get_spec
 
     what, demand_of, default = _shipped_shape_kernels()[Path(target).resolve()]

@@ -97,7 +97,8 @@ def _ceiling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch", help="launch JSON for a kernel file TARGET (its arguments, grid and config)")
     p.add_argument("--preset", help="model preset (for the fused-MoE kernel)")
     p.add_argument("--tokens", type=int, help="token count M (for the fused-MoE kernel)")
-    p.add_argument("--shape", help="M,N,K for the shipped kernels/gemm.py, ROWS,COLS for kernels/softmax.py")
+    p.add_argument("--shape", help="M,N,K for the shipped kernels/gemm.py, ROWS,COLS for kernels/softmax.py, "
+                                   "BATCH_HEADS,SEQ,HEAD_DIM for kernels/attention.py")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
     p.add_argument("--gemm", type=int, default=1, choices=(1, 2), help="GEMM 1 (w1) or 2 (w2) of the layer")
     p.add_argument("--config", help="engine-entry JSON or a label like 'M64 N128 K64 G8 w4 s3' "

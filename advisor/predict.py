@@ -57,6 +57,12 @@ def row_demand(r: dict, arch: int):
     shared = int(r["shared"]) if r.get("shared") else None
     registers = int(r["n_regs"]) if r.get("n_regs") else None
     kernel = r["kernel"]
+    if kernel.startswith("attention_kernel"):
+        from kernels.attention import attention_demand
+
+        seq, dim = (int(part.lstrip("SEQD")) for part in r["shape"].split("_"))
+        config = Config(json.loads(r["params"]), int(r["num_warps"]), int(r["num_stages"]))
+        return attention_demand(int(r["M"]), seq, dim, config, "bfloat16", arch), config
     if kernel.startswith("softmax_kernel"):
         from kernels.softmax import softmax_demand
 

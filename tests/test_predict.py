@@ -125,3 +125,12 @@ def test_rows_of_every_shipped_family_become_feature_rows():
                 "num_stages": "3", "config": "M64 N128 K64 G8 w4 s3"}
     demand, config = row_demand(gemm_row, 90)
     assert demand.kernel == "gemm_kernel" and config["BLOCK_N"] == 128 and demand.ctas == 4 * 32
+
+
+def test_attention_rows_become_demands():
+    from advisor.predict import row_demand
+
+    row = {"kernel": "attention_kernel", "shape": "SEQ2048_D128", "M": "16", "gemm": "1", "num_warps": "8",
+           "num_stages": "2", "params": json.dumps({"BLOCK_M": 128, "BLOCK_N": 64})}
+    demand, config = row_demand(row, 90)
+    assert demand.kernel == "attention_kernel" and demand.ctas == 16 * 16 and config["BLOCK_N"] == 64
