@@ -16,7 +16,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from advisor import measure
 from advisor.sweep import SweepPlan, run_sweep
 from ceilings.launch import Config
 from kernels import fused_moe as fm
@@ -130,8 +129,7 @@ def tune(specs: Sequence[MoEGemmSpec], results_csv: str | Path, *, configs: Sequ
     plan = SweepPlan(kernel=kernel, specs=list(specs),
                      configs=list(configs) if configs else sample_configs(sample, seed, specs, max_shared),
                      make_case=make_case, compile_fn=compile_config,
-                     prefilter=lambda c: fm.resource_precheck(c, max_shared), tol=1e-2, abort_ratio=abort_ratio,
-                     timing={"mode": measure.GRAPH, "launches_per_graph": 10, "replays": 20})
+                     prefilter=lambda c: fm.resource_precheck(c, max_shared), tol=1e-2, abort_ratio=abort_ratio)
     summaries = [dict(run_sweep(plan, results_csv, workers=workers, deadline_s=deadline_s,
                                 show_progress=show_progress), phase="sweep", configs=len(plan.configs))]
     if refine and summaries[-1]["complete"]:

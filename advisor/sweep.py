@@ -29,6 +29,9 @@ CSV_FIELDS = ["date", "gpu", "triton", "torch", "kernel", "gemm", "shape", "M", 
               "experts_routed", "reason", "case_info", "params"]
 
 
+STANDARD_TIMING = {"mode": measure.GRAPH, "launches_per_graph": 10, "replays": 20}
+
+
 class CaseSpec(Protocol):
     m: int
     gemm: int
@@ -46,7 +49,8 @@ class SweepPlan:
     compile_fn: Callable[[Any, Config], dict]         # top-level function: runs in worker processes
     prefilter: Callable[[Config], str | None] = lambda config: None
     tol: float = 1e-2
-    timing: dict = field(default_factory=dict)       # passed to measure.time_launch
+    # Passed to measure.time_launch; the standard: a CUDA graph of 10 launches, median of 20 replays.
+    timing: dict = field(default_factory=lambda: dict(STANDARD_TIMING))
     # A config whose single warm launch takes more than abort_ratio x the fastest single warm launch
     # so far of its case is recorded as "slow" with that one-launch time instead of being fully timed.
     # Single launches are compared with single launches: both include the same launch overhead.
@@ -172,8 +176,9 @@ def run_sweep(plan: SweepPlan, results_csv: str | os.PathLike, *, workers: int |
             case = plan.make_case(spec)
             base = {**common, "gemm": spec.gemm, "shape": spec.shape_label, "M": spec.m,
                     "flops": spec.flops(), "compulsory_bytes": case.compulsory_bytes(),
-                    "experts_routed": case.experts_routed,
-                    "case_info": json.dumps(case.info(), separators=(",", ":")) if hasattr(case, "info") else ""}
+                    # MoE cases add how many experts the routing reached and its per-expert counts.
+                    "experts_routed": getattr(case, "experts_routed", 0),
+                    "case_info": json.dumps(getattr(case, "info", dict)(), separators=(",", ":"))}
             for config in todo:
                 if deadline_s is not None and time.monotonic() - start > deadline_s:
                     summary["complete"] = False
@@ -225,3 +230,26 @@ def _measure_one(case, config: Config, plan: SweepPlan, best_quick_us: float | N
         return {"status": "launch_error", "reason": " ".join(text.split())[:300]}
     return {"status": "ok", "us": round(timing.us, 3), "min_us": round(timing.min_us, 3),
             "max_us": round(timing.max_us, 3), "rel_err": f"{err:.3g}", "quick_us": quick_us}
+
+
+def sweep_cli(make_plan: Callable[[Any], SweepPlan], csv_name: str, description: str, argv=None,
+              add_arguments: Callable[[Any], None] | None = None) -> int:
+    """The command line of a benchmarks/ sweep script: --out, --deadline, --workers and the script's own
+    options (`add_arguments`); `make_plan(args)` builds the plan; prints the summary."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    parser.add_argument("--deadline", type=float, help="stop measuring after this many seconds")
+    parser.add_argument("--workers", type=int, help="parallel compile workers")
+    if add_arguments:
+        add_arguments(parser)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = make_plan(args)
+    summary = run_sweep(plan, out / csv_name, workers=args.workers, deadline_s=args.deadline,
+                        show_progress=sys.stderr.isatty())
+    print("sweep:", json.dumps(summary), f"configs={len(plan.configs)}", flush=True)
+    return 0

@@ -10,16 +10,12 @@ launches, median of 20 replays, no L2 flush). Appends to OUT/attention_sweep.csv
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor import measure  # noqa: E402
-from advisor.sweep import SweepPlan, run_sweep  # noqa: E402
+from advisor.sweep import SweepPlan, sweep_cli  # noqa: E402
 from ceilings.launch import Config  # noqa: E402
 from kernels import attention as at  # noqa: E402
 from kernels.attention_bench import AttentionCase, AttentionSpec, compile_config, resource_precheck  # noqa: E402
@@ -28,26 +24,18 @@ CASES = tuple((seq, dim, max(1, (1 << 24) // (seq * seq) * 8)) for seq in (256, 
               for dim in (64, 128))
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
-    parser.add_argument("--deadline", type=float)
-    parser.add_argument("--workers", type=int)
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+def plan() -> SweepPlan:
     specs = [AttentionSpec(seq, dim, bh) for seq, dim, bh in CASES]
     configs = [Config({"BLOCK_M": bm, "BLOCK_N": bn}, w, s) for bm in at.CONFIG_SPACE["BLOCK_M"]
                for bn in at.CONFIG_SPACE["BLOCK_N"] for w in at.CONFIG_SPACE["num_warps"]
                for s in at.CONFIG_SPACE["num_stages"]]
-    plan = SweepPlan(kernel="attention_kernel", specs=specs, configs=configs,
+    return SweepPlan(kernel="attention_kernel", specs=specs, configs=configs,
                      make_case=lambda spec: AttentionCase(spec, seed=4000 + spec.seq), compile_fn=compile_config,
-                     prefilter=resource_precheck, tol=1e-2, abort_ratio=1.5,
-                     timing={"mode": measure.GRAPH, "launches_per_graph": 10, "replays": 20})
-    summary = run_sweep(plan, out / "attention_sweep.csv", workers=args.workers, deadline_s=args.deadline,
-                        show_progress=sys.stderr.isatty())
-    print("sweep:", json.dumps(summary), f"configs={len(plan.configs)}", flush=True)
-    return 0
+                     prefilter=resource_precheck, abort_ratio=1.5)
+
+
+def main(argv=None) -> int:
+    return sweep_cli(lambda args: plan(), "attention_sweep.csv", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -11,17 +11,13 @@ the default rule's. Random bf16 data; each config checked against the float32 re
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor import measure  # noqa: E402
-from advisor.sweep import SweepPlan, run_sweep  # noqa: E402
+from advisor.sweep import SweepPlan, sweep_cli  # noqa: E402
 from ceilings.launch import Config  # noqa: E402
 from kernels import gemm as g  # noqa: E402
 from kernels.gemm_bench import GemmCase, GemmSpec, compile_config, resource_precheck  # noqa: E402
@@ -48,27 +44,22 @@ def make_case(spec: GemmSpec) -> GemmCase:
     return GemmCase(spec, seed=2000 + spec.m)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
-    parser.add_argument("--sample", type=int, default=40)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--deadline", type=float)
-    parser.add_argument("--workers", type=int)
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+def plan(sample: int = 40, seed: int = 0) -> SweepPlan:
     specs = [GemmSpec(n, k, m) for n, k in SHAPES for m in MS]
-    configs = random.Random(args.seed).sample(space(), args.sample)
+    configs = random.Random(seed).sample(space(), sample)
     defaults = list(dict.fromkeys(g.default_config(s.m, s.n, s.k) for s in specs))
-    plan = SweepPlan(kernel="gemm_kernel", specs=specs, configs=list(dict.fromkeys(defaults + configs)),
+    return SweepPlan(kernel="gemm_kernel", specs=specs, configs=list(dict.fromkeys(defaults + configs)),
                      make_case=make_case, compile_fn=compile_config,
-                     prefilter=lambda c: resource_precheck(c, MAX_SHARED), tol=1e-2, abort_ratio=1.5,
-                     timing={"mode": measure.GRAPH, "launches_per_graph": 10, "replays": 20})
-    summary = run_sweep(plan, out / "gemm_sweep.csv", workers=args.workers, deadline_s=args.deadline,
-                        show_progress=sys.stderr.isatty())
-    print("sweep:", json.dumps(summary), f"configs={len(plan.configs)}", flush=True)
-    return 0
+                     prefilter=lambda c: resource_precheck(c, MAX_SHARED), abort_ratio=1.5)
+
+
+def _options(parser) -> None:
+    parser.add_argument("--sample", type=int, default=40, help="random configs drawn from the feasible space")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def main(argv=None) -> int:
+    return sweep_cli(lambda args: plan(args.sample, args.seed), "gemm_sweep.csv", __doc__, argv, _options)
 
 
 if __name__ == "__main__":

@@ -10,16 +10,12 @@ OUT/softmax_sweep.csv.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor import measure  # noqa: E402
-from advisor.sweep import SweepPlan, run_sweep  # noqa: E402
+from advisor.sweep import SweepPlan, sweep_cli  # noqa: E402
 from ceilings.launch import Config  # noqa: E402
 from kernels import softmax as sm  # noqa: E402
 from kernels.softmax_bench import SoftmaxCase, SoftmaxSpec, compile_config, resource_precheck  # noqa: E402
@@ -35,23 +31,15 @@ def space() -> list[Config]:
     return [c for c in out if resource_precheck(c) is None]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
-    parser.add_argument("--deadline", type=float)
-    parser.add_argument("--workers", type=int)
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+def plan() -> SweepPlan:
     specs = [SoftmaxSpec(cols, rows) for cols in COLS for rows in ROWS if cols * rows <= 1 << 30]
-    plan = SweepPlan(kernel="softmax_kernel", specs=specs, configs=space(),
+    return SweepPlan(kernel="softmax_kernel", specs=specs, configs=space(),
                      make_case=lambda spec: SoftmaxCase(spec, seed=3000 + spec.m), compile_fn=compile_config,
-                     prefilter=resource_precheck, tol=1e-2, abort_ratio=1.5,
-                     timing={"mode": measure.GRAPH, "launches_per_graph": 10, "replays": 20})
-    summary = run_sweep(plan, out / "softmax_sweep.csv", workers=args.workers, deadline_s=args.deadline,
-                        show_progress=sys.stderr.isatty())
-    print("sweep:", json.dumps(summary), f"configs={len(plan.configs)}", flush=True)
-    return 0
+                     prefilter=resource_precheck, abort_ratio=1.5)
+
+
+def main(argv=None) -> int:
+    return sweep_cli(lambda args: plan(), "softmax_sweep.csv", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -50,13 +50,10 @@ class AttentionCase:
                                   for _ in range(3))
         self.out = torch.empty_like(self.q)
         self.reference = at.attention_reference(self.q, self.k, self.v)
-        self.experts_routed = 0
 
     def compulsory_bytes(self) -> int:
         return 4 * self.q.numel() * self.q.element_size()
 
-    def info(self) -> dict:
-        return {}
 
     def runner(self, config: Config):
         def run():

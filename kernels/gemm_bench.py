@@ -55,13 +55,10 @@ class GemmCase:
         self.b = (torch.randn(spec.k, spec.n, device=device, generator=gen) / spec.k ** 0.5).to(dtype)
         self.out = torch.empty(spec.m, spec.n, device=device, dtype=dtype)
         self.reference = g.gemm_reference(self.a, self.b)
-        self.experts_routed = 0
 
     def compulsory_bytes(self) -> int:
         return self.a.element_size() * (self.a.numel() + self.b.numel() + self.out.numel())
 
-    def info(self) -> dict:
-        return {}
 
     def runner(self, config: Config):
         def run():

@@ -48,13 +48,10 @@ class SoftmaxCase:
         self.x = (torch.randn(spec.m, spec.cols, device=device, generator=gen) * 4).to(_DTYPES[spec.dtype])
         self.out = torch.empty_like(self.x)
         self.reference = sm.softmax_reference(self.x)
-        self.experts_routed = 0
 
     def compulsory_bytes(self) -> int:
         return 2 * self.x.numel() * self.x.element_size()
 
-    def info(self) -> dict:
-        return {}
 
     def runner(self, config: Config):
         def run():
