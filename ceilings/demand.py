@@ -15,7 +15,7 @@ import re
 from ceilings.compile import CompiledKernel, compile_launch
 from ceilings.launch import Launch
 from ceilings.roofline import Demand
-from ceilings.sass import Instruction, InstructionCounts, count_instructions, parse_sass, weigh
+from ceilings.sass import Instruction, InstructionCounts, WeightedCode, count_instructions, weigh
 from ceilings.ttir_eval import loop_trip_counts
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
@@ -32,9 +32,8 @@ def _access_bytes(ins: Instruction) -> int:
     return 32 * bits // 8
 
 
-def memory_bytes_per_warp(sass: str, kernel: str, trips: list) -> tuple[float, float, float]:
+def memory_bytes_per_warp(code: WeightedCode) -> tuple[float, float, float]:
     """(global bytes, shared bytes, TMA load instructions) of one warp of one CTA, loop-weighted."""
-    code, _ = weigh(sass, kernel, trips)
     global_bytes = shared_bytes = tma = 0.0
     for ins, times in code.instructions():
         if ins.opcode in ("LDG", "STG", "REDG", "ATOMG", "RED", "ATOM"):
@@ -56,7 +55,8 @@ def generic_demand(launch: Launch, compiled: CompiledKernel | None = None, arch:
     compiled = compiled or compile_launch(launch, arch)
     scalars = {k: v for k, v in launch.scalars if isinstance(v, int | bool)}
     trips = loop_trip_counts(compiled.ttgir, scalars)
-    counts: InstructionCounts = count_instructions(compiled.sass, launch.kernel, trips)
+    weighed = weigh(compiled.sass, launch.kernel, trips)  # parse and weigh the SASS once
+    counts: InstructionCounts = count_instructions(compiled.sass, launch.kernel, trips, weighed)
     warps = launch.config.num_warps
     per_cta = counts.scaled(warps)
     notes = list(counts.notes)
@@ -67,15 +67,14 @@ def generic_demand(launch: Launch, compiled: CompiledKernel | None = None, arch:
     kinds = counts.mma_kinds
     kind = "wgmma" if any(op.endswith("GMMA") for op in kinds) else "mma_sync"
     dtype = "bf16"
-    fn = parse_sass(compiled.sass)[launch.kernel]
-    for ins in fn.instructions:
+    for ins in weighed[0].fn.instructions:
         if ins.pipe == "tensor":
             # The input type is a suffix (.BF16, .E4M3, .TF32, ...); half precision has none on H*MMA.
             default = {"Q": "fp8", "I": "int8"}.get(ins.opcode[0], "fp16")
             dtype = next((name for tag, name in _MMA_DTYPE if f".{tag}" in ins.mods.upper()), default)
             break
 
-    g_bytes, s_bytes, tma_instr = memory_bytes_per_warp(compiled.sass, launch.kernel, trips)
+    g_bytes, s_bytes, tma_instr = memory_bytes_per_warp(weighed[0])
     descriptors = [t for t in launch.tensors if t.block_shape]
     tma_bytes = 0.0
     if descriptors and tma_instr:

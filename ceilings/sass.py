@@ -310,13 +310,15 @@ def weigh(sass: str, kernel: str, loop_trips: list[float | None]) -> tuple[Weigh
     return code, functions
 
 
-def count_instructions(sass: str, kernel: str, loop_trips: list[float | None]) -> InstructionCounts:
+def count_instructions(sass: str, kernel: str, loop_trips: list[float | None],
+                       weighed: tuple[WeightedCode, dict[str, Function]] | None = None) -> InstructionCounts:
     """Weighted per-pipeline counts of one warp of one CTA.
 
     `loop_trips`: trip counts of the kernel's loops in IR order (the pre-order of the loop nest);
-    None where the bound could not be evaluated.
+    None where the bound could not be evaluated. `weighed`: the result of `weigh` for the same
+    arguments, when the caller already has it.
     """
-    code, functions = weigh(sass, kernel, loop_trips)
+    code, functions = weighed or weigh(sass, kernel, loop_trips)
     per_pipe: Counter = Counter()
     kinds: Counter = Counter()
     flops = 0.0
