@@ -68,6 +68,22 @@ def build_parser() -> argparse.ArgumentParser:
                                    "empty-kernel launch) timed with CUDA graphs; writes the GPU's calibration file.")
     p.add_argument("--out", help="folder for the calibration file (default $TRITON_ADVISOR_HOME/calibration)")
 
+    p = sub.add_parser("collect", help="(GPU) measure a kernel family over shapes and configs for the dataset",
+                       description="Measure (shape x config) points of one shipped kernel family on this GPU: "
+                                   "checked against a float32 reference, timed with CUDA graphs, written with "
+                                   "registers, spills and shared bytes to OUT/<family>_collect.csv. Resumable: "
+                                   "run again with the same options to continue after --deadline.")
+    p.add_argument("family", help="moe, gemm, softmax or attention")
+    p.add_argument("--out", default="benchmarks/out", help="folder of the CSV (default benchmarks/out)")
+    p.add_argument("--shapes", help="moe: preset:tp list; gemm: N:K list; softmax: COLS list; attention: "
+                                    "SEQ:HEAD_DIM[:BATCH_HEADS] list (default: the family's standard shapes)")
+    p.add_argument("--ms", help="moe: token counts; gemm: M values; softmax: row counts (comma-separated)")
+    p.add_argument("--gemms", help="moe: 1, 2 or 1,2 (default 1)")
+    p.add_argument("--sample", type=int, help="random configs drawn from the feasible space (default: family's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--deadline", type=float, help="stop measuring after this many seconds (resume later)")
+    p.add_argument("--workers", type=int, help="parallel compile workers (default: cores - 1, at most 16)")
+
     p = sub.add_parser("train", help="train the latency model on measured sweeps",
                        description="Train the XGBoost latency model (target: log measured/ceiling) on sweep CSVs "
                                    "and write it to advisor/models (or --out).")
@@ -302,6 +318,16 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
+def cmd_collect(args) -> int:
+    from advisor.collect import collect
+
+    summary = collect(args.family, args.out, shapes=args.shapes, ms=args.ms, sample=args.sample, seed=args.seed,
+                      gemms=args.gemms, deadline_s=args.deadline, workers=args.workers,
+                      show_progress=sys.stderr.isatty())
+    print("collect:", json.dumps(summary))
+    return 0
+
+
 def cmd_train(args) -> int:
     import glob
 
@@ -323,7 +349,7 @@ def cmd_train(args) -> int:
 
 
 COMMANDS = {"presets": cmd_presets, "configs": cmd_configs, "ceiling": cmd_ceiling, "predict": cmd_predict,
-            "calibrate": cmd_calibrate, "train": cmd_train, "tune": cmd_tune}
+            "calibrate": cmd_calibrate, "collect": cmd_collect, "train": cmd_train, "tune": cmd_tune}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

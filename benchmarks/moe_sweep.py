@@ -27,32 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from advisor import measure  # noqa: E402
 from advisor import moe_tune as tune  # noqa: E402
-from kernels.moe_bench import MoEGemmSpec  # noqa: E402
+from advisor.collect import MOE_CASES, MOE_MS, moe_specs, parse_moe_cases  # noqa: E402
 from kernels.moe_configs import default_config  # noqa: E402
-from kernels.moe_presets import get_preset  # noqa: E402
 
-ANCHOR_CASES = (("mixtral-8x7b", 2), ("qwen2-57b-a14b", 2), ("qwen3-30b-a3b", 4))
-ANCHOR_MS = (1, 16, 64, 256, 1024, 4096)
+ANCHOR_CASES, ANCHOR_MS = MOE_CASES, MOE_MS
 VARIANTS = {"auto": None, "tma": True, "ptr": False}
 
 
-def anchor_specs(ms=ANCHOR_MS, cases=ANCHOR_CASES, b_tma: bool | None = None, gemms=(1,)) -> list[MoEGemmSpec]:
-    specs = []
-    for name, tp in cases:
-        shape = get_preset(name).shape(tp)
-        for gemm in gemms:
-            e, top_k, k, n = shape.gemm1() if gemm == 1 else shape.gemm2()
-            specs += [MoEGemmSpec(e, top_k, k, n, m, gemm=gemm, b_tma=b_tma) for m in ms]
-    return specs
-
-
-def parse_cases(text: str) -> tuple[tuple[str, int], ...]:
-    """`preset:tp,preset:tp` -> ((preset, tp), ...)"""
-    out = []
-    for item in text.split(","):
-        name, _, tp = item.strip().partition(":")
-        out.append((name, int(tp or 1)))
-    return tuple(out)
+def anchor_specs(ms=ANCHOR_MS, cases=ANCHOR_CASES, b_tma: bool | None = None, gemms=(1,)):
+    return moe_specs(cases, ms, gemms, b_tma)
 
 
 def measure_peaks() -> dict:
@@ -130,7 +113,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     results = Path(args.results) if args.results else out / "moe_sweep.csv"
     specs = anchor_specs(tuple(int(m) for m in args.ms.split(",")),
-                         parse_cases(args.cases) if args.cases else ANCHOR_CASES, VARIANTS[args.variant],
+                         parse_moe_cases(args.cases) if args.cases else ANCHOR_CASES, VARIANTS[args.variant],
                          tuple(int(g) for g in args.gemms.split(",")))
     configs = None
     if args.configs_from:
