@@ -132,16 +132,21 @@ def load_sweeps(paths: Sequence[str | Path]) -> Dataset:
 
 @dataclass
 class LatencyModel:
-    median: object           # xgboost.Booster for log(measured / ceiling)
-    quantiles: object        # xgboost.Booster with one output per entry of QUANTILES
+    median: object           # predicts log(measured / ceiling): a TreeEnsemble (numpy) or an xgboost.Booster
+    quantiles: object        # the same with one output per entry of QUANTILES
     meta: dict
 
-    def predict_log_ratio(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        import xgboost as xgb
+    def _predict(self, model, x: np.ndarray) -> np.ndarray:
+        if hasattr(model, "save_raw"):  # an xgboost.Booster, fresh from training
+            import xgboost as xgb
 
-        m = xgb.DMatrix(np.asarray(x, dtype=np.float32), feature_names=list(FEATURES))
-        mid = self.median.predict(m)
-        q = self.quantiles.predict(m).reshape(len(mid), -1)
+            return model.predict(xgb.DMatrix(x, feature_names=list(FEATURES)))
+        return model.predict(x)
+
+    def predict_log_ratio(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = np.asarray(x, dtype=np.float32)
+        mid = self._predict(self.median, x)
+        q = np.asarray(self._predict(self.quantiles, x)).reshape(len(mid), -1)
         lo, hi = np.minimum(q[:, 0], mid), np.maximum(q[:, -1], mid)
         return mid, lo, hi
 
@@ -152,16 +157,24 @@ class LatencyModel:
         return ceiling_us * ratio(mid), ceiling_us * ratio(lo), ceiling_us * ratio(hi)
 
     def save(self, folder: str | Path = MODEL_DIR) -> Path:
+        """The boosters (to fine-tune with XGBoost) and their numpy export (to predict without it)."""
+        from advisor.trees import TreeEnsemble
+
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        self.median.save_model(str(folder / "latency_median.ubj"))
-        self.quantiles.save_model(str(folder / "latency_quantiles.ubj"))
+        for name, model in (("median", self.median), ("quantiles", self.quantiles)):
+            if not hasattr(model, "save_raw"):
+                raise AdvisorError("only a model trained in this process (XGBoost boosters) can be saved")
+            model.save_model(str(folder / f"latency_{name}.ubj"))
+            TreeEnsemble.from_booster(model).save(folder / f"latency_{name}.npz")
         (folder / "latency_meta.json").write_text(json.dumps(self.meta, indent=2) + "\n")
         return folder
 
     @classmethod
-    def load(cls, folder: str | Path = MODEL_DIR) -> LatencyModel:
-        import xgboost as xgb
+    def load(cls, folder: str | Path = MODEL_DIR, boosters: bool = False) -> LatencyModel:
+        """The model of `folder`: numpy tree ensembles (no XGBoost needed), or with `boosters` the
+        XGBoost boosters themselves (to continue training them)."""
+        from advisor.trees import TreeEnsemble
 
         folder = Path(folder)
         meta_path = folder / "latency_meta.json"
@@ -170,10 +183,15 @@ class LatencyModel:
         meta = json.loads(meta_path.read_text())
         if list(meta.get("features", [])) != list(FEATURES):
             raise AdvisorError(f"the model in {folder} was trained on other features; retrain with `advisor train`")
-        median, quantiles = xgb.Booster(), xgb.Booster()
-        median.load_model(str(folder / "latency_median.ubj"))
-        quantiles.load_model(str(folder / "latency_quantiles.ubj"))
-        return cls(median, quantiles, meta)
+        if boosters:
+            import xgboost as xgb
+
+            median, quantiles = xgb.Booster(), xgb.Booster()
+            median.load_model(str(folder / "latency_median.ubj"))
+            quantiles.load_model(str(folder / "latency_quantiles.ubj"))
+            return cls(median, quantiles, meta)
+        return cls(TreeEnsemble.load(folder / "latency_median.npz"),
+                   TreeEnsemble.load(folder / "latency_quantiles.npz"), meta)
 
 
 def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None) -> list[dict]:

@@ -134,3 +134,22 @@ def test_attention_rows_become_demands():
            "num_stages": "2", "params": json.dumps({"BLOCK_M": 128, "BLOCK_N": 64})}
     demand, config = row_demand(row, 90)
     assert demand.kernel == "attention_kernel" and demand.ctas == 16 * 16 and config["BLOCK_N"] == 64
+
+
+def test_numpy_trees_equal_xgboost_and_need_no_xgboost(tmp_path):
+    """The shipped numpy export predicts what the boosters predict, including missing values, and loading
+    the model for prediction does not import XGBoost (GPU machines and CI jobs may lack it)."""
+    model_np = LatencyModel.load(MODEL_DIR)
+    model_xgb = LatencyModel.load(MODEL_DIR, boosters=True)
+    rng = np.random.default_rng(0)
+    data = rows_to_dataset(_rows((8, 2, 512, 1024), (16, 64, 256)))
+    x = np.repeat(data.x, 4, axis=0) * rng.uniform(0.7, 1.3, (4 * len(data), len(FEATURES))).astype(np.float32)
+    x[::5, 7] = np.nan
+    for got, want in zip(model_np.predict_log_ratio(x), model_xgb.predict_log_ratio(x), strict=True):
+        assert np.allclose(got, want, atol=1e-5, rtol=0)
+    code = ("import sys; from advisor.predict import LatencyModel; m = LatencyModel.load(); "
+            "import numpy as np; m.predict_log_ratio(np.zeros((3, len(m.meta['features'])), np.float32)); "
+            "print('xgboost' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
