@@ -63,6 +63,30 @@ def build_parser() -> argparse.ArgumentParser:
                                        "the ceiling's features.")
         _ceiling_args(p)
 
+    p = sub.add_parser("suggest", help="ranked config suggestions per launch, for people and CI (no GPU needed)",
+                       description="For each launch of TARGET: the current config, its predicted time, the best "
+                                   "config found, the predicted speed-up, the binding pipeline, the headroom to the "
+                                   "ceiling and why. TARGET: kernels/fused_moe.py (--preset, --tp, --tokens), a "
+                                   "shipped shape kernel (--shape), a launch trace or launch JSON, a kernel file with "
+                                   "--trace, or an engine fused-MoE config file (E=..,N=..,device_name=...json). "
+                                   "Exit 0: no launch gains more than --min-speedup; 1: some do; 2: an error.")
+    _suggest_args(p)
+    p.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text")
+    p.add_argument("--min-speedup", type=float, default=1.05, help="report launches that gain more (default 1.05)")
+
+    p = sub.add_parser("apply", help="write the suggested configs where they live (diff first, atomic, .bak)",
+                       description="Run `advisor suggest` on TARGET and write the best configs of the launches that "
+                                   "gain more than --min-speedup: fused-MoE launches into their engine config file "
+                                   "(the file read, or a new one in --config-dir / kernels/configs), autotuned "
+                                   "kernels into their @triton.autotune list (a minimal edit). Prints the unified "
+                                   "diff first; --dry-run stops there. Writes atomically with a .bak; running it "
+                                   "again changes nothing.")
+    _suggest_args(p)
+    p.add_argument("--min-speedup", type=float, default=1.05, help="write launches that gain more (default 1.05)")
+    p.add_argument("--dry-run", action="store_true", help="print the diff and write nothing")
+    p.add_argument("--verify", action="store_true",
+                   help="(GPU) measure each launch before and after; roll the file back if slower or wrong")
+
     p = sub.add_parser("calibrate", help="(GPU) measure this GPU's sustained rates for ceilings",
                        description="Microbenchmarks (DRAM read and copy, L2 read, bf16/fp8 tensor, FP32 FMA, XU, "
                                    "empty-kernel launch) timed with CUDA graphs; writes the GPU's calibration file.")
@@ -123,6 +147,23 @@ def _ceiling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-calibration", action="store_true", help="use spec-sheet rates even if calibrated")
     p.add_argument("--compile", action="store_true", help="compile to read shared memory and registers")
     p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def _suggest_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", help="kernel file, launch trace, or engine fused-MoE config JSON")
+    p.add_argument("--preset", help="model preset for the fused-MoE kernel (see `advisor presets`)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
+    p.add_argument("--tokens", type=_tokens, help="token counts (default 1,16,64,256,1024,4096)")
+    p.add_argument("--shape", action="append", help="a shape of a shipped shape kernel; repeat for several")
+    p.add_argument("--trace", help="launch trace (from `advisor record`) for a kernel file TARGET")
+    p.add_argument("--kernel", help="only this kernel's launches")
+    p.add_argument("--gpu", help="GPU name or short name (default: the trace's or file's GPU, else h100)")
+    p.add_argument("--config-dir", help="a folder of engine config files to look in before the shipped ones")
+    p.add_argument("--top-k", type=int, default=5, help="suggestions kept per launch (default 5)")
+    p.add_argument("--measure", type=int, nargs="?", const=8, default=0, metavar="K",
+                   help="(GPU) time the current and top K configs (default K=8) and pick by measurement")
+    p.add_argument("--no-confirm", action="store_true",
+                   help="skip compiling the finalists for the target GPU (faster; shared memory not confirmed)")
 
 
 GPU_ALIASES = {"h100": "NVIDIA H100 80GB HBM3", "h100-sxm": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200",
@@ -309,6 +350,95 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def _advices(args):
+    from advisor.suggest import advise, subjects_for
+
+    if args.top_k < 1:
+        raise AdvisorError(f"--top-k {args.top_k}: keep at least one suggestion")
+    subjects = subjects_for(args.target, preset=args.preset, tp=args.tp, tokens=args.tokens, shapes=args.shape,
+                            trace=args.trace, kernel=args.kernel, gpu=gpu_device_name(args.gpu) if args.gpu else None,
+                            config_dir=args.config_dir)
+    return advise(subjects, top_k=args.top_k, confirm=not args.no_confirm, measure=args.measure)
+
+
+def cmd_suggest(args) -> int:
+    from advisor import suggest
+
+    if args.min_speedup < 1.0:
+        raise AdvisorError(f"--min-speedup {args.min_speedup}: give a factor of at least 1.0, e.g. 1.05")
+    advices = _advices(args)
+    if args.format == "json":
+        print(suggest.to_json(advices, args.min_speedup))
+    elif args.format == "github":
+        text = suggest.to_github(advices, args.min_speedup)
+        if text:
+            print(text)
+    elif args.format == "sarif":
+        print(suggest.to_sarif(advices, args.min_speedup))
+    else:
+        suggest.render_text(advices, args.min_speedup)
+    return 1 if any(suggest.gains(a, args.min_speedup) for a in advices) else 0
+
+
+def cmd_apply(args) -> int:
+    from advisor import apply
+    from advisor.suggest import check_fit, plan_apply
+
+    if args.verify and args.dry_run:
+        raise AdvisorError("--verify measures the written configs; it cannot run with --dry-run")
+    advices = _advices(args)
+    check_fit([a for a in advices if a.speedup > args.min_speedup])
+    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup) if e.changed]
+    if not edits:
+        print("nothing to change: every launch already has its best config (or gains too little)")
+        return 0
+    for edit in edits:
+        print(edit.diff(), end="" if edit.diff().endswith("\n") else "\n")
+    if args.dry_run:
+        print(f"dry run: {len(edits)} file(s) not written", file=sys.stderr)
+        return 0
+    written = []
+    for edit in edits:
+        backup = apply.write(edit)
+        written.append((edit, backup))
+        print(f"wrote {edit.path}" + (f" (backup {backup})" if backup else ""), file=sys.stderr)
+    if args.verify:
+        return _verify(advices, written, args.min_speedup)
+    return 0
+
+
+def _verify(advices, written, min_speedup: float) -> int:
+    """Measure each changed launch with its old and new config; restore the files if any is slower or wrong."""
+    import os
+
+    from advisor import apply
+    from advisor.measure import MeasurementError
+
+    bad = []
+    for a in advices:
+        if a.best.config == a.current.config or a.speedup <= min_speedup:
+            continue
+        run = a.subject.measurer()
+        before = run(a.current.config)
+        try:
+            after = run(a.best.config)
+        except MeasurementError as exc:
+            bad.append(f"{a.subject.label}: {exc}")
+            continue
+        print(f"{a.subject.label}: {before:.1f} us -> {after:.1f} us ({before / after:.2f}x measured)")
+        if after > before:
+            bad.append(f"{a.subject.label}: slower after ({after:.1f} us vs {before:.1f} us)")
+    if not bad:
+        return 0
+    for edit, backup in written:
+        if backup:
+            apply.rollback(edit.path, backup)
+        elif edit.before is None:
+            os.unlink(edit.path)
+    print("rolled back: " + "; ".join(bad), file=sys.stderr)
+    return 1
+
+
 def cmd_calibrate(args) -> int:
     from advisor.calibrate import calibrate
 
@@ -349,7 +479,8 @@ def cmd_train(args) -> int:
 
 
 COMMANDS = {"presets": cmd_presets, "configs": cmd_configs, "ceiling": cmd_ceiling, "predict": cmd_predict,
-            "calibrate": cmd_calibrate, "collect": cmd_collect, "train": cmd_train, "tune": cmd_tune}
+            "calibrate": cmd_calibrate, "collect": cmd_collect, "suggest": cmd_suggest, "apply": cmd_apply,
+            "train": cmd_train, "tune": cmd_tune}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
