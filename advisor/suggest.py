@@ -254,15 +254,24 @@ def to_json(advices: Sequence[Advice], min_speedup: float) -> str:
                                                                 for a in advices]}, indent=2)
 
 
+def _escape_data(text: str) -> str:
+    """A workflow command's message: %, CR and LF are escaped (GitHub's workflow-command rules)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """A workflow command's property value: also ':' and ',' (engine config file names hold commas)."""
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
 def to_github(advices: Sequence[Advice], min_speedup: float) -> str:
     lines = []
     for a in advices:
         if not gains(a, min_speedup):
             continue
         loc = a.subject.location
-        where = f"file={_rel(loc.path)},line={loc.line}," if loc else ""
-        text = message(a).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        lines.append(f"::warning {where}title=triton-advisor {a.speedup:.2f}x::{text}")
+        where = f"file={_escape_property(_rel(loc.path))},line={loc.line}," if loc else ""
+        lines.append(f"::warning {where}title=triton-advisor {a.speedup:.2f}x::{_escape_data(message(a))}")
     return "\n".join(lines)
 
 

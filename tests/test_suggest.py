@@ -1,0 +1,176 @@
+"""`advisor suggest` and `advisor apply`: formats, exit codes, locations, refusals, edits on real-looking files."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from advisor.search import MoESubject, grid_rule, neighbours, search
+from ceilings.launch import Config, Launch
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+H100_FILE = ROOT / "kernels/configs/E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json"
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_search_ranks_the_whole_moe_space_and_explains():
+    advice = search(MoESubject("qwen3-30b-a3b", 64, tp=4, gemm=1, gpu="h100"), top_k=4, confirm=False)
+    assert advice.considered == 1920
+    assert sum(advice.pruned.values()) > 0  # configs over the GPU's shared memory or registers are never ranked
+    ranked = advice.ranked
+    assert 1 <= len(ranked) <= 4 and all(a.predicted_us <= b.predicted_us for a, b in zip(ranked, ranked[1:]))
+    for c in ranked:
+        assert c.ceiling.ceiling_us <= c.interval[0] <= c.predicted_us <= c.interval[1]
+    assert advice.speedup >= 1.0 and advice.why and advice.current.ceiling.binding in advice.why + str(
+        advice.to_json()["binding"])
+
+
+def test_suggest_json_and_exit_codes(capsys):
+    args = ["suggest", "kernels/fused_moe.py", "--preset", "mixtral-8x7b", "--tp", "2", "--tokens", "1,4096",
+            "--format", "json", "--no-confirm"]
+    code, out, _ = run_cli(args + ["--min-speedup", "1.0001"], capsys)
+    doc = json.loads(out)
+    launches = doc["launches"]
+    assert [d["launch"] for d in launches] == ["mixtral-8x7b TP2 M=1", "mixtral-8x7b TP2 M=4096"]
+    for d in launches:
+        assert d["speedup"] == pytest.approx(d["current"]["predicted_us"] / d["best"]["predicted_us"], rel=1e-3)
+        assert d["location"]["path"].endswith("E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json")
+    assert code == (1 if any(d["speedup"] > 1.0001 for d in launches) else 0)
+    code, _, _ = run_cli(args + ["--min-speedup", "100"], capsys)
+    assert code == 0
+
+
+def test_github_annotations_point_at_the_entry_used(capsys, tmp_path):
+    path = tmp_path / H100_FILE.name
+    shutil.copy(H100_FILE, path)
+    code, out, _ = run_cli(["suggest", str(path), "--format", "github", "--min-speedup", "1.0", "--no-confirm"],
+                           capsys)
+    lines = [line for line in out.splitlines() if line]
+    assert code == 1 and lines
+    text = path.read_text().splitlines()
+    for line in lines:
+        m = re.match(r"^::warning file=([^,]+),line=(\d+),title=triton-advisor [0-9.]+x::(.+)$", line)
+        assert m, line
+        assert Path(m.group(1).replace("%2C", ",").replace("%3A", ":")).name == path.name
+        entry = re.search(r"M=(\d+):", m.group(3)).group(1)
+        assert text[int(m.group(2)) - 1].strip().startswith(f'"{entry}":')
+
+
+def test_sarif_is_valid_and_rule_ids_are_stable(capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    code, out, _ = run_cli(["suggest", "kernels/gemm.py", "--shape", "16,4096,4096", "--shape", "4096,4096,4096",
+                            "--format", "sarif", "--min-speedup", "1.0", "--no-confirm"], capsys)
+    log = json.loads(out)
+    schema = json.loads((FIXTURES / "sarif-2.1.0-subset.schema.json").read_text())
+    jsonschema.validate(log, schema)
+    run = log["runs"][0]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["TA001", "TA002"]
+    assert code == (1 if run["results"] else 0)
+    for r in run["results"]:
+        assert r["ruleId"] == "TA001"
+        loc = r["locations"][0]["physicalLocation"]
+        assert loc["artifactLocation"]["uri"] == "kernels/gemm.py"
+        assert (ROOT / "kernels/gemm.py").read_text().splitlines()[loc["region"]["startLine"] - 1].startswith(
+            "def default_config(")
+    with pytest.raises(jsonschema.ValidationError):  # the schema does reject a broken log
+        jsonschema.validate({"version": "2.1.0", "runs": [{"tool": {}}]}, schema)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["suggest", "kernels/fused_moe.py"], "give --preset"),
+    (["suggest", "nowhere.py"], "nowhere.py does not exist"),
+    (["suggest", "kernels/gemm.py", "--shape", "1,2"], "--shape '1,2'"),
+    (["suggest", "kernels/fused_moe.py", "--preset", "x"], "unknown model preset 'x'"),
+    (["suggest", "kernels/fused_moe.py", "--preset", "mixtral-8x7b", "--gpu", "tpu"], "unknown GPU 'tpu'"),
+    (["suggest", "kernels/fused_moe.py", "--preset", "mixtral-8x7b", "--min-speedup", "0.5"], "--min-speedup 0.5"),
+    (["suggest", str(ROOT / "kernels/configs/E=128,N=192,device_name=NVIDIA_H100_80GB_HBM3.json")],
+     "choose one with --preset"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle, capsys):
+    code, out, err = run_cli(args, capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("advisor: error:") and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_suggest_never_imports_textual():
+    code = ("import sys; from advisor.cli import main; "
+            "rc = main(['suggest', 'kernels/gemm.py', '--shape', '256,4096,4096', '--format', 'json', "
+            "'--no-confirm']); print('TEXTUAL', 'textual' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("TEXTUAL False")
+
+
+def test_grid_rule_and_neighbours_of_a_tutorial_matmul():
+    launch = Launch.from_dict(json.loads((FIXTURES / "matmul_launch.json").read_text()))
+    grid = grid_rule(launch)
+    assert grid(launch.config) == (512,)   # cdiv(2048, 128) x cdiv(4096, 128)
+    assert grid(launch.config.replace(BLOCK_M=64, BLOCK_N=256)) == (32 * 16,)
+    space = neighbours(launch.config)
+    assert launch.config in space and launch.config.replace(BLOCK_K=32) in space
+    assert launch.config.replace(num_warps=4) in space and len(space) == len(set(space))
+
+
+def test_apply_engine_file_diff_dry_run_write_idempotent(capsys, tmp_path):
+    path = tmp_path / "E=64,N=1280,device_name=NVIDIA_H100_80GB_HBM3.json"
+    shutil.copy(ROOT / "kernels/configs" / path.name, path)
+    before = path.read_bytes()
+    args = ["apply", str(path), "--min-speedup", "1.0", "--no-confirm"]
+    code, out, err = run_cli(args + ["--dry-run"], capsys)
+    assert code == 0 and path.read_bytes() == before and "dry run" in err
+    if "nothing to change" in out:
+        pytest.skip("the model finds nothing to change in this file")
+    assert out.startswith("--- a/") and "+++ b/" in out
+    code, out2, err = run_cli(args, capsys)
+    assert code == 0 and out2 == out
+    assert (tmp_path / (path.name + ".bak")).read_bytes() == before
+    after = json.loads(path.read_text())
+    doc = json.loads(before)
+    assert list(after) == list(doc)  # the same M keys in the same (numeric) order
+    code, out3, _ = run_cli(args, capsys)
+    assert code == 0 and "nothing to change" in out3 and json.loads(path.read_text()) == after
+
+
+def test_apply_adds_the_suggestion_to_an_autotune_list(capsys, tmp_path):
+    src = (FIXTURES / "matmul_kernel.py").read_text()
+    decorated = src.replace("@triton.jit\n", (
+        "@triton.autotune(\n"
+        "    configs=[  # tuned by hand\n"
+        "        triton.Config({'BLOCK_M': 128, 'BLOCK_N': 128, 'BLOCK_K': 64, 'GROUP_M': 8}, num_warps=8, "
+        "num_stages=3),\n"
+        "        triton.Config({'BLOCK_M': 64, 'BLOCK_N': 64, 'BLOCK_K': 32, 'GROUP_M': 8}, num_warps=4, "
+        "num_stages=2),\n"
+        "    ],\n"
+        "    key=['M', 'N', 'K'],\n"
+        ")\n@triton.jit\n"), 1)
+    kernel = tmp_path / "matmul_kernel.py"
+    kernel.write_text(decorated)
+    launch = json.loads((FIXTURES / "matmul_launch.json").read_text())
+    launch["config"] = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 2}
+    launch["grid"] = [32 * 64]
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(launch))
+    code, out, err = run_cli(["suggest", str(kernel), "--trace", str(trace), "--format", "json",
+                              "--min-speedup", "1.0", "--no-confirm"], capsys)
+    assert code in (0, 1), err
+    (d,) = json.loads(out)["launches"]
+    assert d["considered"] == 2 and d["location"]["what"] == "autotune configs"
+    best = Config.from_dict(d["best"]["config"])
+    code, out, err = run_cli(["apply", str(kernel), "--trace", str(trace), "--min-speedup", "1.0", "--no-confirm"],
+                             capsys)
+    assert code == 0, err
+    # The best config is one the list already has: nothing to add, the file is untouched.
+    assert best in (Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, 8, 3),
+                    Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 2))
+    assert kernel.read_text() == decorated
