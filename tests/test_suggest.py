@@ -29,7 +29,8 @@ def test_search_ranks_the_whole_moe_space_and_explains():
     assert advice.considered == 1920
     assert sum(advice.pruned.values()) > 0  # configs over the GPU's shared memory or registers are never ranked
     ranked = advice.ranked
-    assert 1 <= len(ranked) <= 4 and all(a.predicted_us <= b.predicted_us for a, b in zip(ranked, ranked[1:]))
+    assert 1 <= len(ranked) <= 4
+    assert all(a.predicted_us <= b.predicted_us for a, b in zip(ranked, ranked[1:], strict=False))
     for c in ranked:
         assert c.ceiling.ceiling_us <= c.interval[0] <= c.predicted_us <= c.interval[1]
     assert advice.speedup >= 1.0 and advice.why and advice.current.ceiling.binding in advice.why + str(
@@ -174,3 +175,30 @@ def test_apply_adds_the_suggestion_to_an_autotune_list(capsys, tmp_path):
     assert best in (Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, 8, 3),
                     Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 2))
     assert kernel.read_text() == decorated
+
+
+def test_prune_keeps_the_predicted_fastest_autotune_configs():
+    """advisor.prune's ranking on a tutorial-style matmul: it keeps top_k of the list, in the list's own
+    objects, and they are the configs the search ranks first."""
+    import torch
+    import triton
+
+    import advisor
+    from advisor.autotune import Pruner, rank
+    from ceilings.compile import load_kernel
+
+    fn = load_kernel(str(FIXTURES / "matmul_kernel.py"), "matmul_kernel")
+    configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=w, num_stages=3)
+               for bm, bn, w in ((32, 32, 4), (128, 128, 8), (64, 64, 4))]
+    m, n, k = 2048, 2048, 1024
+    a, b, c = torch.empty(m, k, dtype=torch.float16), torch.empty(k, n, dtype=torch.float16), torch.empty(m, n)
+    named = dict(a_ptr=a, b_ptr=b, c_ptr=c, M=m, N=n, K=k, stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1,
+                 stride_cm=n, stride_cn=1)
+    kept = rank(fn, configs, named, {}, top_k=2)
+    assert len(kept) == 2 and all(any(x is y for y in configs) for x in kept)
+    # 32x32 tiles on a 2048 x 2048 output do 4x the operand traffic of 64x64: never among the best two
+    assert configs[0] not in kept
+    assert advisor.prune(top_k=2)["early_config_prune"].top_k == 2
+    # called outside an autotuner, the pruner keeps every config (and says why) instead of failing
+    with pytest.warns(UserWarning, match="timing every config"):
+        assert Pruner(2)(configs, named) == configs

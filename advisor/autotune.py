@@ -1,0 +1,132 @@
+"""Let the predictor choose which configs `@triton.autotune` times.
+
+    @triton.autotune(configs=CONFIGS, key=["M", "N", "K"], prune_configs_by=advisor.prune(top_k=4))
+    @triton.jit
+    def kernel(...): ...
+
+On the first call for a key, Triton's autotuner hands every config and the call's arguments to
+`early_config_prune`; `prune` builds the launch (tensor shapes, dtypes and strides, integer arguments,
+constexprs), computes each config's ceiling from its compiled SASS for this GPU and predicts its time
+with the latency model, and returns the `top_k` fastest predicted: only those are timed. The grid is
+given with `grid=` (the same callable the kernel is launched with, taking the meta-parameters), or
+inferred as the product of cdiv(X, BLOCK_X) over the tile parameters that match an integer argument X.
+When anything goes wrong (an unknown GPU, a compile failure) the configs are returned unpruned with a
+warning: pruning never makes a program fail.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from collections.abc import Callable
+
+from ceilings.launch import Config, Launch, TensorArg
+
+
+def prune(top_k: int = 4, grid: Callable[[dict], tuple] | None = None, gpu: str | None = None) -> dict:
+    """A `prune_configs_by` dict for @triton.autotune."""
+    if top_k < 1:
+        raise ValueError("top_k must be at least 1")
+    return {"early_config_prune": Pruner(top_k, grid, gpu)}
+
+
+class Pruner:
+    def __init__(self, top_k: int, grid=None, gpu: str | None = None):
+        self.top_k, self.grid, self.gpu = top_k, grid, gpu
+        self.last: dict | None = None  # what the last call decided (for reports and tests)
+
+    def __call__(self, configs, named_args, **kwargs):
+        configs = list(configs)
+        if len(configs) <= self.top_k:
+            return configs
+        try:
+            fn = _autotuned_function()
+            chosen = rank(fn, configs, named_args, kwargs, self.top_k, self.grid, self.gpu)
+        except Exception as exc:  # noqa: BLE001 - pruning must never break the program
+            warnings.warn(f"advisor.prune: timing every config ({type(exc).__name__}: {exc})", stacklevel=2)
+            self.last = {"error": str(exc)}
+            return configs
+        self.last = {"kept": [Config.from_triton(c).label() for c in chosen], "of": len(configs)}
+        return chosen
+
+
+def _autotuned_function():
+    """The JIT function of the autotuner calling us (its prune_configs method is our caller's frame)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if owner is not None and hasattr(owner, "configs") and hasattr(owner, "fn"):
+            fn = owner.fn
+            while not hasattr(fn, "params"):  # unwrap nested autotuners / heuristics
+                fn = fn.fn
+            return fn
+        frame = frame.f_back
+    raise RuntimeError("not called from triton.autotune")
+
+
+def build_launch(fn, named_args: dict, kwargs: dict, config: Config) -> Launch:
+    import torch
+
+    tensors, scalars, constexprs = [], {}, {}
+    for param in fn.params:
+        name = param.name
+        if name in named_args:
+            value = named_args[name]
+        elif name in kwargs:
+            value = kwargs[name]
+        else:
+            continue
+        if param.is_constexpr:
+            if name not in config.params:
+                constexprs[name] = value
+        elif isinstance(value, torch.Tensor):
+            tensors.append(TensorArg(name, tuple(value.shape), str(value.dtype).removeprefix("torch."),
+                                     tuple(value.stride())))
+        elif isinstance(value, bool | int | float):
+            scalars[name] = value
+    source = fn.fn.__code__.co_filename
+    return Launch(source, fn.__name__, (1,), tuple(tensors), scalars, constexprs, config)
+
+
+def inferred_grid(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
+    """One axis: the product of cdiv(X, BLOCK_X) over tile parameters matched to integer arguments."""
+    from advisor.search import _TILE_PARAM
+
+    lower = {k.lower(): v for k, v in launch.scalars if isinstance(v, int) and not isinstance(v, bool)}
+    tiles = []
+    for name in launch.config.params:
+        m = _TILE_PARAM.match(name)
+        if m and lower.get(m.group(3).lower(), 0) > 0:
+            tiles.append((name, lower[m.group(3).lower()]))
+    if not tiles:
+        raise RuntimeError("cannot infer the grid; pass grid= to advisor.prune")
+    return lambda config: (math.prod(-(-dim // config[name]) for name, dim in tiles),)
+
+
+def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu: str | None = None):
+    """The `top_k` triton.Config objects of `configs` with the lowest predicted time."""
+    from advisor.search import LaunchSubject, search
+
+    ours = [Config.from_triton(c) for c in configs]
+    launch = build_launch(fn, named_args, kwargs, ours[0])
+    if grid is not None:
+        def grid_rule(config: Config):
+            g = grid({**named_args, **kwargs, **config.params, "num_warps": config.num_warps,
+                      "num_stages": config.num_stages})
+            return tuple(int(x) for x in (g if isinstance(g, tuple | list) else (g,)))
+    else:
+        grid_rule = inferred_grid(launch)
+    launch = Launch(launch.source, launch.kernel, grid_rule(ours[0]), launch.tensors, launch.scalars,
+                    launch.constexprs, ours[0])
+    subject = LaunchSubject(launch, gpu or _gpu_name(), space=ours, grid=grid_rule)
+    advice = search(subject, top_k=top_k, confirm=True)
+    keep = {c.config for c in advice.ranked[:top_k]}
+    chosen = [c for c, o in zip(configs, ours, strict=True) if o in keep]
+    return chosen or list(configs)
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "h100"

@@ -1,0 +1,182 @@
+"""`advisor record -- python prog.py [args]`: run a program and write every Triton launch it makes to a trace.
+
+The program runs in a child Python process (this advisor's interpreter, `sys.executable`) started
+through `advisor/_record_boot.py`, which installs the launch capture before the program's first
+line and saves the launches it saw, deduplicated with a count, when the process exits. This side
+reads that file, checks each launch, and writes the trace (`advisor.trace`, docs/trace.md).
+
+Where the capture comes from (details in `_record_boot`): compiled kernels (a GPU, TRITON_INTERPRET
+unset) through Triton's launch hooks (`knobs.runtime.launch_enter_hook`, with a per-kernel
+`launch_metadata` callback attached from `knobs.runtime.jit_cache_hook`); interpreted kernels
+(TRITON_INTERPRET=1), which call no hook, through a wrapper around the interpreter's
+`InterpretedFunction.run` in the child process only. `@triton.autotune` kernels are recorded once
+per launch with the config the autotuner chose; its benchmark launches are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from advisor.trace import Trace, dedupe, now_iso, parse_entry, unzip_entries, write_trace
+from ceilings.errors import AdvisorError
+
+BOOT = Path(__file__).resolve().parent / "_record_boot.py"
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
+# Interpreter options that take a value, as in `python -X dev prog.py`.
+_OPTION_WITH_VALUE = {"-X", "-W", "--check-hash-based-pycs"}
+_USAGE = "give the program as `python prog.py [args]`, `python -m module [args]` or `prog.py [args]`"
+
+
+@dataclass
+class RecordResult:
+    trace: Trace
+    returncode: int
+    out: Path
+    skipped: int = 0                              # captured launches that did not make valid Launches
+    capture_errors: int = 0                       # launches the capture failed to read
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        t = self.trace
+        return (f"recorded {t.total} launch{'es' if t.total != 1 else ''} of {len(t.kernels)} "
+                f"kernel{'s' if len(t.kernels) != 1 else ''} ({len(t.launches)} distinct) -> {self.out}")
+
+
+def child_command(argv: list[str], capture: str) -> list[str]:
+    """The child's command line: this Python, the program's interpreter options, the boot runner."""
+    if not argv:
+        raise AdvisorError(f"advisor record needs a program after `--`; {_USAGE}")
+    first = argv[0]
+    if _PYTHON.match(os.path.basename(first)) or first == sys.executable:
+        rest = list(argv[1:])
+        options: list[str] = []
+        while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c", "-", "--"):
+            option = rest.pop(0)
+            options.append(option)
+            if option in _OPTION_WITH_VALUE and rest:
+                options.append(rest.pop(0))
+        if rest and rest[0] == "--":
+            rest.pop(0)
+        if not rest or rest[0] == "-":
+            raise AdvisorError(f"advisor record: `{' '.join(argv)}` names no program to run; {_USAGE}")
+        if rest[0] in ("-m", "-c"):
+            if len(rest) < 2:
+                raise AdvisorError(f"advisor record: `{' '.join(argv)}`: {rest[0]} needs a "
+                                   f"{'module name' if rest[0] == '-m' else 'program text'}; {_USAGE}")
+            mode = "module" if rest[0] == "-m" else "code"
+            target, args = rest[1], rest[2:]
+        else:
+            mode, target, args = "script", rest[0], rest[1:]
+    else:
+        options, mode, target, args = [], "script", first, list(argv[1:])
+    if mode == "script":
+        path = Path(target)
+        if not path.is_file():
+            what = "is a folder" if path.is_dir() else "does not exist"
+            hint = "" if target.endswith(".py") or path.exists() else f" ({_USAGE})"
+            raise AdvisorError(f"advisor record: program {target} {what}; give the path of the Python file to "
+                               f"run{hint}")
+    return [sys.executable, *options, str(BOOT), capture, mode, target, *args]
+
+
+def _wait(process: subprocess.Popen) -> int:
+    """The child's exit status; Ctrl-C reaches the child too, so wait for it to save its launches."""
+    while True:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            continue
+
+
+def record(argv: list[str], out: str | os.PathLike, env: dict[str, str] | None = None,
+           cwd: str | os.PathLike | None = None) -> RecordResult:
+    """Run the program `argv` with the launch capture and write its trace to `out`.
+
+    The trace is written whatever the exit status: a program that fails part way leaves the
+    launches it made before. `returncode` is the program's (128 + N when signal N ended it).
+    """
+    out = Path(out)
+    folder = out.absolute().parent
+    if out.is_dir():
+        raise AdvisorError(f"advisor record: --out {out} is a folder; give the path of the trace file to write")
+    fd, capture = tempfile.mkstemp(prefix="advisor-record-", suffix=".json")
+    os.close(fd)
+    os.unlink(capture)  # the child creates it at exit; its absence says the child saved nothing
+    command = child_command(list(argv), capture)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AdvisorError(f"advisor record: cannot create {folder} for the trace ({exc.strerror or exc}); give "
+                           "another --out path") from None
+    try:
+        process = subprocess.Popen(command, env=env, cwd=cwd)
+        returncode = _wait(process)
+        data = None
+        if os.path.exists(capture):
+            with open(capture) as fh:
+                data = json.load(fh)
+    finally:
+        if os.path.exists(capture):
+            os.unlink(capture)
+    if returncode < 0:
+        returncode = 128 - returncode
+    notes: list[str] = []
+    if data is None:
+        data = {}
+        notes.append("the program ended before its launches could be saved (os._exit, a signal, or no Triton "
+                     "in its Python); the trace has none")
+    entries, skipped = [], 0
+    for i, item in enumerate(data.get("launches", [])):
+        try:
+            entries.append(parse_entry(item, f"captured launch {i}", folder))
+        except AdvisorError as exc:
+            skipped += 1
+            if skipped == 1:
+                notes.append(f"left out a launch the trace format cannot hold: {exc}")
+    launches, lines, counts = unzip_entries(dedupe(entries))
+    meta: dict = {}
+    errors = int(data.get("capture_errors") or 0)
+    if errors:
+        meta["capture_errors"] = errors
+        notes.append(f"{errors} launch{'es' if errors != 1 else ''} could not be read "
+                     f"({data.get('first_capture_error')})")
+    trace = Trace(launches, counts, lines, data.get("gpu"), [str(a) for a in argv], now_iso(), meta)
+    write_trace(out, trace)
+    return RecordResult(trace, returncode, out, skipped, errors, notes)
+
+
+def _signal_name(returncode: int) -> str:
+    if returncode > 128:
+        try:
+            return f" ({signal.Signals(returncode - 128).name})"
+        except ValueError:
+            return ""
+    return ""
+
+
+def record_main(program_argv: list[str], out: str) -> int:
+    """The CLI's `advisor record`: record, print a one-line summary to stderr, return the program's status.
+
+    Returns 2 after printing the error when the input is bad (no program, a missing script).
+    """
+    try:
+        result = record(program_argv, out)
+    except AdvisorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for note in result.notes:
+        print(f"advisor record: {note}", file=sys.stderr)
+    if result.returncode:
+        print(f"advisor record: the program exited with status {result.returncode}"
+              f"{_signal_name(result.returncode)}; the trace holds the launches it made before", file=sys.stderr)
+    print(result.summary, file=sys.stderr)
+    return result.returncode

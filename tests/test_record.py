@@ -1,0 +1,229 @@
+"""`advisor record` and the launch trace format (advisor/record.py, advisor/trace.py, docs/trace.md).
+
+The recording tests run a small program in a child process: under TRITON_INTERPRET=1 here (the
+interpreter capture path), through Triton's launch hooks where a GPU runs the kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from advisor.record import child_command, record, record_main
+from advisor.trace import FORMAT, VERSION, Trace, dedupe, is_trace, read_trace, write_trace
+from ceilings.errors import AdvisorError
+from ceilings.launch import Config, Launch, TensorArg
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# Where the child puts its tensors: conftest sets TRITON_INTERPRET=1 without CUDA, and the child inherits it.
+_DEVICE = textwrap.dedent("""
+    import os
+    import torch
+    DEVICE = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0") else "cpu"
+""")
+
+ADD_PROGRAM = _DEVICE + textwrap.dedent("""
+    import sys
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK_SIZE: tl.constexpr, USE_ALPHA: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offs < n
+        y = tl.load(y_ptr + offs, mask=mask)
+        if USE_ALPHA:
+            y = y * alpha
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + y, mask=mask)
+
+
+    def add(x, y):
+        out = torch.empty_like(x)
+        grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)
+        add_kernel[grid](x, y, out, x.numel(), 0.5, BLOCK_SIZE=32, USE_ALPHA=True, num_warps=2)
+        return out
+
+
+    x = torch.ones(64, device=DEVICE)
+    for _ in range(3):
+        assert float(add(x, x)[0]) == 1.5
+    wide = torch.ones(4, 96, device=DEVICE, dtype=torch.float16)[:, :48]   # strided: (96, 1)
+    add(wide, wide)
+    sys.exit(int(sys.argv[1]))
+""")
+
+AUTOTUNE_PROGRAM = _DEVICE + textwrap.dedent("""
+    import triton
+    import triton.language as tl
+
+    timings = iter([2.0, 1.0])                      # the second config wins
+
+
+    def bench(fn, quantiles=None, **kwargs):        # stands in for do_bench, which needs a GPU
+        fn()
+        return [next(timings)] * 3
+
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 16}, num_warps=2, num_stages=1),
+                              triton.Config({"BLOCK": 32}, num_warps=8, num_stages=2)], key=["n"], do_bench=bench)
+    @triton.jit
+    def bump(x_ptr, n, BLOCK: tl.constexpr, OUT: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, (tl.load(x_ptr + offs, mask=offs < n) + 1).to(OUT), mask=offs < n)
+
+
+    x = torch.zeros(64, device=DEVICE)
+    for _ in range(2):
+        bump[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](x, 64, OUT=tl.float32)
+""")
+
+
+def _gpu() -> str | None:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+
+
+def _def_line(path: Path, name: str) -> int:
+    lines = path.read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if text.startswith(f"def {name}("))
+
+
+# ----------------------------------------------------------------------------------------------
+# Recording.
+# ----------------------------------------------------------------------------------------------
+def test_record_captures_and_dedupes_launches(tmp_path, capfd):
+    prog = tmp_path / "prog.py"
+    prog.write_text(ADD_PROGRAM)
+    out = tmp_path / "traces" / "add.json"
+    assert record_main([sys.executable, str(prog), "0"], str(out)) == 0
+    assert "recorded 4 launches of 1 kernel (2 distinct) -> " in capfd.readouterr().err
+
+    assert is_trace(out)
+    data = json.loads(out.read_text())
+    assert (data["format"], data["version"], data["gpu"]) == (FORMAT, VERSION, _gpu())
+    assert data["program"] == [sys.executable, str(prog), "0"] and data["created"]
+
+    trace = read_trace(out)
+    assert trace.gpu == _gpu() and trace.counts == [3, 1] and trace.total == 4 and trace.kernels == ["add_kernel"]
+    assert trace.lines == [_def_line(prog, "add_kernel")] * 2
+    first, second = trace.launches
+    assert first.kernel == "add_kernel" and Path(first.source).resolve() == prog.resolve()
+    assert first.grid == (2,)
+    assert first.tensors == tuple(TensorArg(name, (64,), "float32", (1,)) for name in ("x_ptr", "y_ptr", "out_ptr"))
+    assert dict(first.scalars) == {"n": 64, "alpha": 0.5}
+    assert dict(first.constexprs) == {"USE_ALPHA": True}
+    assert first.config == Config({"BLOCK_SIZE": 32}, num_warps=2, num_stages=3)
+    # The other shape: a strided float16 view, its own grid.
+    assert second.grid == (6,)
+    assert second.tensors[0] == TensorArg("x_ptr", (4, 48), "float16", (96, 1))
+    assert dict(second.scalars) == {"n": 192, "alpha": 0.5}
+    assert second.config == first.config
+
+
+def test_record_propagates_exit_status_and_keeps_launches(tmp_path, capfd):
+    prog = tmp_path / "prog.py"
+    prog.write_text(ADD_PROGRAM)
+    out = tmp_path / "add.json"
+    assert record_main(["python", str(prog), "3"], str(out)) == 3
+    err = capfd.readouterr().err
+    assert "exited with status 3" in err and "recorded 4 launches" in err
+    assert read_trace(out).counts == [3, 1]
+
+
+def test_record_autotune_records_the_chosen_config_not_the_benchmarks(tmp_path):
+    prog = tmp_path / "tuned.py"
+    prog.write_text(AUTOTUNE_PROGRAM)
+    result = record(["python3", str(prog)], tmp_path / "tuned.json")
+    assert result.returncode == 0
+    (launch, line, count), = result.trace.entries()
+    assert (launch.kernel, line, count) == ("bump", _def_line(prog, "bump"), 2)
+    assert launch.config == Config({"BLOCK": 32}, num_warps=8, num_stages=2)
+    assert launch.grid == (2,) and dict(launch.constexprs) == {"OUT": "float32"}
+
+
+def test_record_module_and_bad_programs(tmp_path, capfd):
+    (tmp_path / "quiet.py").write_text("import sys\nsys.exit(7)\n")
+    result = record(["python", "-m", "quiet"], tmp_path / "m.json", cwd=tmp_path)
+    assert result.returncode == 7 and result.trace.launches == [] and is_trace(tmp_path / "m.json")
+
+    assert record_main(["python", str(tmp_path / "missing.py")], str(tmp_path / "x.json")) == 2
+    assert "missing.py does not exist" in capfd.readouterr().err
+    for argv in ([], ["python"], ["python", "-m"], ["python", "-u"]):
+        with pytest.raises(AdvisorError, match="advisor record"):
+            child_command(argv, "capture.json")
+
+
+def test_child_command_forms(tmp_path):
+    script = tmp_path / "p.py"
+    script.write_text("")
+    boot = str(Path(__file__).resolve().parents[1] / "advisor" / "_record_boot.py")
+    assert child_command(["python3", "-u", "-X", "dev", str(script), "a"], "c.json") == [
+        sys.executable, "-u", "-X", "dev", boot, "c.json", "script", str(script), "a"]
+    assert child_command([str(script), "--flag"], "c.json")[-3:] == ["script", str(script), "--flag"]
+    assert child_command([sys.executable, "-m", "pkg.mod", "x"], "c.json")[-4:] == ["c.json", "module", "pkg.mod", "x"]
+
+
+# ----------------------------------------------------------------------------------------------
+# The trace format.
+# ----------------------------------------------------------------------------------------------
+def _launch(n: int = 64, source: str = "/k/add.py") -> Launch:
+    return Launch(source, "add_kernel", (n // 32,), (TensorArg.contiguous("x_ptr", (n,), "bfloat16"),),
+                  {"n": n}, {"USE_ALPHA": False}, Config({"BLOCK_SIZE": 32}, num_warps=4, num_stages=2))
+
+
+def test_write_then_read_is_identical(tmp_path):
+    trace = Trace([_launch(64), _launch(128)], [5, 1], [12, None], "NVIDIA H100 80GB HBM3", ["python", "p.py"],
+                  "2026-05-01T12:00:00+00:00", {"note": "by hand"})
+    path = write_trace(tmp_path / "t.json", trace)
+    assert read_trace(path) == trace
+    assert [p.name for p in tmp_path.iterdir()] == ["t.json"]  # no temporary file left behind
+    write_trace(path, read_trace(path))
+    assert read_trace(path) == trace
+
+
+def test_dedupe_adds_counts_in_first_seen_order():
+    a, b = _launch(64), _launch(128)
+    assert dedupe([a, (b, 2), (a, 7, 3), a]) == [(a, 7, 5), (b, None, 2)]
+    assert Trace([a, b, a], [1, 2, 3]).deduped().counts == [4, 2]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such trace file"),
+    ("{not json", "not valid JSON"),
+    ('{"format": "chrome-trace", "version": 1, "launches": []}', "format is 'chrome-trace'"),
+    (json.dumps({"format": FORMAT, "version": VERSION + 1, "launches": []}), "newer than this advisor reads"),
+    (json.dumps({"format": FORMAT, "version": VERSION, "launches": [{"kernel": "k", "grid": [1]}]}),
+     "launch 0: malformed launch"),
+    (json.dumps({"format": FORMAT, "version": VERSION, "launches": [{**_launch().to_dict(), "count": 0}]}),
+     "launch 0: count 0 must be a positive integer"),
+    (json.dumps({"format": FORMAT, "version": VERSION}), 'needs a "launches" list'),
+    ('"a string"', "neither a trace"),
+])
+def test_read_trace_errors_name_the_file(tmp_path, content, message):
+    path = tmp_path / "bad_trace.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(AdvisorError, match=message) as info:
+        read_trace(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_plain_launch_files_read_as_traces(tmp_path):
+    trace = read_trace(FIXTURES / "matmul_launch.json")
+    assert trace.counts == [1] and trace.lines == [None] and trace.gpu is None
+    (launch,) = trace.launches
+    assert launch.kernel == "matmul_kernel" and launch.source == str(FIXTURES / "matmul_kernel.py")
+    assert launch.config["BLOCK_M"] == 128 and launch.tensor("a_ptr").shape == (2048, 1024)
+    assert not is_trace(FIXTURES / "matmul_launch.json")
+
+    raw = json.loads((FIXTURES / "matmul_launch.json").read_text())
+    (tmp_path / "list.json").write_text(json.dumps([raw, raw]))
+    (tmp_path / "wrapped.json").write_text(json.dumps({"launches": [raw]}))
+    assert read_trace(tmp_path / "list.json").counts == [1, 1]
+    assert read_trace(tmp_path / "wrapped.json").launches[0].source == str(tmp_path / "matmul_kernel.py")
