@@ -202,8 +202,8 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
         advice.measured = 1 + sum(1 for c in finalists if c.config != current.config)
         finalists.sort(key=lambda c: c.measured_us if c.measured_us is not None else math.inf)
     if advice.ranked and advice.speedup < 1.0:
-        # Nothing ranked beats the current config: it stays the suggestion.
-        advice.ranked.insert(0, current)
+        # Nothing ranked beats the current config: it stays the suggestion (listed once).
+        advice.ranked = [current] + [c for c in advice.ranked if c.config != current.config]
     advice.why = explain(advice)
     return advice
 
