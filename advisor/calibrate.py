@@ -106,6 +106,46 @@ def calibrate(out_dir: str | Path | None = None) -> tuple[Calibration, Path]:
     return cal, path
 
 
+# The short sweep behind `advisor calibrate --tune`: a few minutes of the two main families.
+TUNE_SWEEP = (("moe", {"shapes": "mixtral-8x7b:2,qwen3-30b-a3b:4", "ms": "1,64,1024", "gemms": "1,2", "sample": 24}),
+              ("gemm", {"shapes": "4096:4096,14336:4096", "ms": "64,1024,8192", "sample": 16}))
+
+
+def short_sweep(out_dir: str | Path, deadline_s: float = 240.0) -> list[Path]:
+    """Measure the tuning sweep on this GPU (resumable CSVs in out_dir); returns the CSV paths."""
+    from advisor.collect import collect
+
+    paths = []
+    for family, options in TUNE_SWEEP:
+        summary = collect(family, out_dir, deadline_s=deadline_s / len(TUNE_SWEEP), **options)
+        paths.append(Path(summary["csv"]))
+    return paths
+
+
+def tune_model(sweeps: list[str | Path], gpu: str | None = None, out_dir: str | Path | None = None) -> Path:
+    """Fine-tune the shipped latency model on one GPU's sweep CSVs; write it where `model_for` finds it."""
+    from advisor.predict import LatencyModel, fine_tune, load_sweeps, tuned_model_dir
+
+    missing = [str(p) for p in sweeps if not Path(p).exists()]
+    if missing:
+        raise AdvisorError(f"sweep file {missing[0]} does not exist; give CSVs from `advisor collect`")
+    data = load_sweeps(sweeps)
+    gpus = sorted(set(data.gpu))
+    if gpu:
+        name = get_spec(gpu).name
+        keep = [g == name for g in data.gpu]
+        import numpy as np
+
+        data = data.subset(np.array(keep))
+    elif len(gpus) != 1:
+        raise AdvisorError(f"the sweeps hold points of {', '.join(gpus) or 'no GPU'}; choose one with --gpu")
+    else:
+        name = gpus[0]
+    model = fine_tune(LatencyModel.load(boosters=True), data)
+    folder = Path(out_dir) if out_dir else tuned_model_dir(name)
+    return model.save(folder)
+
+
 if __name__ == "__main__":
     import sys
 

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from ceilings.errors import AdvisorError
 
@@ -111,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Microbenchmarks (DRAM read and copy, L2 read, bf16/fp8 tensor, FP32 FMA, XU, "
                                    "empty-kernel launch) timed with CUDA graphs; writes the GPU's calibration file.")
     p.add_argument("--out", help="folder for the calibration file (default $TRITON_ADVISOR_HOME/calibration)")
+    p.add_argument("--tune", action="store_true",
+                   help="also fine-tune the latency model for this GPU from a short sweep (a few minutes) and "
+                        "store it beside the calibration; predictions for this GPU then use it")
+    p.add_argument("--sweep", nargs="+", metavar="CSV",
+                   help="with --tune: tune from these `advisor collect` CSVs instead (no GPU needed)")
+    p.add_argument("--gpu", help="with --sweep: the GPU whose points to tune on (default: the sweeps' only GPU)")
+    p.add_argument("--deadline", type=float, default=240.0, help="seconds for the tuning sweep (default 240)")
 
     p = sub.add_parser("collect", help="(GPU) measure a kernel family over shapes and configs for the dataset",
                        description="Measure (shape x config) points of one shipped kernel family on this GPU: "
@@ -478,9 +486,20 @@ def cmd_tui(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from advisor.calibrate import calibrate
+    from advisor.calibrate import calibrate, short_sweep, tune_model
 
+    if args.sweep and not args.tune:
+        raise AdvisorError("--sweep goes with --tune (fine-tune the latency model from those sweeps)")
+    if args.tune and args.sweep:
+        folder = tune_model(args.sweep, gpu_device_name(args.gpu) if args.gpu else None,
+                            Path(args.out) / "model" if args.out else None)
+        print(f"tuned model -> {folder}", file=sys.stderr)
+        return 0
     calibration, path = calibrate(args.out)
+    if args.tune:
+        sweeps = short_sweep(path.parent / (path.stem + ".sweep"), args.deadline)
+        folder = tune_model(sweeps, calibration.gpu, Path(args.out) / "model" if args.out else None)
+        print(f"tuned model -> {folder}", file=sys.stderr)
     print(json.dumps(calibration.values, indent=2))
     print("wrote", path, file=sys.stderr)
     return 0

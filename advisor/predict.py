@@ -198,7 +198,7 @@ def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None) -> l
     """predicted_us and its interval for ceilings computed by `advisor.ceiling` (with their demand)."""
     from ceilings.launch import Config
 
-    model = model or LatencyModel.load()
+    model = model or (model_for(ceilings[0].gpu) if ceilings else LatencyModel.load())
     rows = [feature_row(c, c.demand, Config.from_dict(c.config), get_spec(c.gpu)) for c in ceilings]
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
     mid, lo, hi = model.predict_us(np.array([c.ceiling_us for c in ceilings]), x)
@@ -234,6 +234,52 @@ def train(data: Dataset, rounds: int = ROUNDS) -> LatencyModel:
             "data": digests, "trained": dt.date.today().isoformat(), "xgboost": xgb.__version__,
             "params": PARAMS, "rounds": rounds}
     return LatencyModel(median, quantiles, meta)
+
+
+TUNE_ROUNDS = 60
+
+
+def fine_tune(model: LatencyModel, data: Dataset, rounds: int = TUNE_ROUNDS) -> LatencyModel:
+    """Continue the boosters' training on one GPU's short sweep (the KernelSight-LM calibration tier):
+    `rounds` more trees fitted to what the shipped model gets wrong on that GPU."""
+    import xgboost as xgb
+
+    if not hasattr(model.median, "save_raw"):
+        raise AdvisorError("fine-tuning needs the XGBoost boosters: load the model with boosters=True")
+    if len(data) < 20:
+        raise AdvisorError(f"{len(data)} measured points are too few to tune on; collect at least 20")
+    m = xgb.DMatrix(data.x, label=data.y, feature_names=list(FEATURES))
+    params = {**PARAMS, "eta": 0.05}
+    median = xgb.train({**params, "objective": "reg:squarederror"}, m, num_boost_round=rounds, xgb_model=model.median)
+    quantiles = xgb.train({**params, "objective": "reg:quantileerror", "quantile_alpha": np.array(QUANTILES)}, m,
+                          num_boost_round=rounds, xgb_model=model.quantiles)
+    digests = {Path(src).name: hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16] for src in data.sources}
+    meta = dict(model.meta, tuned={"gpus": sorted(set(data.gpu)), "rows": len(data), "rounds": rounds,
+                                   "data": digests, "date": dt.date.today().isoformat()})
+    return LatencyModel(median, quantiles, meta)
+
+
+def tuned_model_dir(gpu_name: str) -> Path:
+    """Where `advisor calibrate --tune` keeps a GPU's fine-tuned model: beside its calibration file."""
+    from ceilings.hardware import calibration_file_name, calibration_home
+
+    return calibration_home() / (calibration_file_name(gpu_name).removesuffix(".json") + ".model")
+
+
+_LOADED: dict[str, LatencyModel] = {}
+
+
+def model_for(gpu_name: str | None = None) -> LatencyModel:
+    """The GPU's fine-tuned model when `advisor calibrate --tune` made one, else the shipped model."""
+    folder = MODEL_DIR
+    if gpu_name:
+        tuned = tuned_model_dir(get_spec(gpu_name).name)
+        if (tuned / "latency_meta.json").exists():
+            folder = tuned
+    key = str(folder)
+    if key not in _LOADED:
+        _LOADED[key] = LatencyModel.load(folder)
+    return _LOADED[key]
 
 
 def shape_folds(data: Dataset, folds: int, seed: int = 0) -> list[np.ndarray]:

@@ -138,7 +138,7 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
 
     if not configs:
         return []
-    model = model or _model()
+    model = model or _model(subject.spec.name)
     ceilings = subject.ceilings(configs)
     rows = [feature_row(c, c.demand, cfg, subject.spec) for c, cfg in zip(ceilings, configs, strict=True)]
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
@@ -147,16 +147,10 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
             for cfg, c, m, a, b in zip(configs, ceilings, mid, lo, hi, strict=True)]
 
 
-_MODEL = None
+def _model(gpu: str):
+    from advisor.predict import model_for
 
-
-def _model():
-    global _MODEL
-    if _MODEL is None:
-        from advisor.predict import LatencyModel
-
-        _MODEL = LatencyModel.load()
-    return _MODEL
+    return model_for(gpu)
 
 
 def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, measure: int = 0) -> Advice:

@@ -59,12 +59,37 @@ def metrics(test: Dataset, predicted_us: np.ndarray) -> dict:
             "cases_regret_le_1.03_pct": round(100 * float((regrets <= 1.03).mean()), 1)}
 
 
+def calibrated_split(data: Dataset, tune: Dataset) -> dict:
+    """Train without the tuned GPU, fine-tune on its short sweep, test on its shapes outside that sweep;
+    the same test rows without the fine-tuning are the unseen-GPU baseline."""
+    from advisor.predict import fine_tune
+
+    (target,) = sorted(set(tune.gpu))
+    gpus = np.array(data.gpu)
+    tuned_shapes = set(tune.group)
+    model = train(data.subset(gpus != target))
+    tuned = fine_tune(model, tune)
+    test_mask = (gpus == target) & np.array([g not in tuned_shapes for g in data.group])
+    test = data.subset(test_mask)
+    families = np.array([g.split("/")[0] for g in test.group])
+    out = {"gpu": target, "tune_rows": len(tune), "tune_shapes": len(tuned_shapes)}
+    for family in sorted(set(families)):
+        part = test.subset(families == family)
+        before, _, _ = model.predict_us(part.ceiling_us, part.x)
+        after, _, _ = tuned.predict_us(part.ceiling_us, part.x)
+        out[family] = {"unseen": metrics(part, before), "calibrated": metrics(part, after)}
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--h100", nargs="+", default=[])
     parser.add_argument("--h200", nargs="+", default=[])
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--json", type=Path, help="write all results here")
+    parser.add_argument("--tune", nargs="+", default=[],
+                        help="short sweeps of one GPU for the calibration tier: train on the other GPU, fine-tune "
+                             "on these (advisor.predict.fine_tune), test on that GPU's other shapes")
     args = parser.parse_args(argv)
     data = load_sweeps(args.h100 + args.h200)
     gpus = np.array(data.gpu)
@@ -102,6 +127,9 @@ def main(argv=None) -> int:
                 predicted, _, _ = model.predict_us(test.ceiling_us, test.x)
                 results["unseen"][f"train {a} -> test {b} / {family}"] = {
                     "model": metrics(test, predicted), "ceiling_only": metrics(test, test.ceiling_us)}
+
+    if args.tune:
+        results["calibrated"] = calibrated_split(data, load_sweeps(args.tune))
 
     print(json.dumps(results, indent=2))
     if args.json:

@@ -153,3 +153,27 @@ def test_numpy_trees_equal_xgboost_and_need_no_xgboost(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_calibrate_tune_from_a_sweep_is_used_for_that_gpu(tmp_path, monkeypatch):
+    """`advisor calibrate --tune --sweep CSV` fine-tunes the shipped boosters on one GPU's points and stores the
+    model beside the calibration; predictions for that GPU then use it, other GPUs keep the shipped model."""
+    import advisor.predict as pred
+    from advisor.cli import main
+    from advisor.predict import load_sweeps
+
+    monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path))
+    monkeypatch.setattr(pred, "_LOADED", {})
+    sweep = ROOT / "benchmarks/data/h200_attention_collect2.csv.gz"
+    assert main(["calibrate", "--tune", "--sweep", str(sweep)]) == 0
+    folder = tmp_path / "calibration" / "NVIDIA_H200.model"
+    meta = json.loads((folder / "latency_meta.json").read_text())
+    assert meta["tuned"]["gpus"] == ["NVIDIA H200"] and meta["tuned"]["rows"] > 20
+    tuned, shipped = pred.model_for("h200"), pred.model_for("h100")
+    assert tuned is not shipped and tuned.meta.get("tuned") and not shipped.meta.get("tuned")
+    data = load_sweeps([sweep])
+    before = LatencyModel.load(MODEL_DIR).predict_log_ratio(data.x)[0]
+    after = tuned.predict_log_ratio(data.x)[0]
+    # fitted to these points, the tuned model is nearer to them than the shipped one
+    assert np.mean(np.abs(after - data.y)) < np.mean(np.abs(before - data.y))
+    assert main(["calibrate", "--sweep", str(sweep)]) == 2  # --sweep without --tune is refused

@@ -202,3 +202,34 @@ def test_prune_keeps_the_predicted_fastest_autotune_configs():
     # called outside an autotuner, the pruner keeps every config (and says why) instead of failing
     with pytest.warns(UserWarning, match="timing every config"):
         assert Pruner(2)(configs, named) == configs
+
+
+@pytest.mark.parametrize("outcome", ["slower", "wrong"])
+def test_apply_verify_rolls_back_a_slower_or_wrong_config(outcome, capsys, tmp_path, monkeypatch):
+    """--verify measures before and after (a fake GPU here) and restores the file when the new config is
+    slower or gives a wrong result."""
+    from advisor import search as srch
+    from advisor.measure import MeasurementError
+
+    path = tmp_path / "E=64,N=1280,device_name=NVIDIA_H100_80GB_HBM3.json"
+    shutil.copy(ROOT / "kernels/configs" / path.name, path)
+    before = path.read_bytes()
+    plan = run_cli(["apply", str(path), "--min-speedup", "1.0", "--no-confirm", "--dry-run"], capsys)[1]
+    if "nothing to change" in plan:
+        pytest.skip("the model finds nothing to change in this file")
+
+    def fake_measurer(self):
+        current = self.current
+
+        def run(config):
+            if config == current:
+                return 100.0
+            if outcome == "wrong":
+                raise MeasurementError("output differs from the reference")
+            return 120.0
+        return run
+
+    monkeypatch.setattr(srch.MoESubject, "measurer", fake_measurer)
+    code, out, err = run_cli(["apply", str(path), "--min-speedup", "1.0", "--no-confirm", "--verify"], capsys)
+    assert code == 1 and "rolled back" in err
+    assert path.read_bytes() == before
