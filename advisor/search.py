@@ -237,7 +237,7 @@ def explain(advice: Advice) -> str:
     whole = math.isfinite(best.ceiling.waves) and abs(best.ceiling.waves - round(best.ceiling.waves)) < 0.15
     if cur.ceiling.waves > 1 and 0 < tail_c < 0.5 and whole:
         return (f"the current config ends in a partial wave ({cur.ceiling.waves:.2f} waves); "
-                f"{best.config.label()} runs {best.ceiling.waves:.2f} ({gain})")
+                f"{best.config.label()} runs {best.ceiling.waves:.2f} waves ({gain})")
     if best.ceiling.ceiling_us < cur.ceiling.ceiling_us * 0.9:
         return (f"{best.config.label()} lowers the ceiling from {cur.ceiling.ceiling_us:.1f} to "
                 f"{best.ceiling.ceiling_us:.1f} us (bound by {best.ceiling.binding}; current by "
