@@ -100,6 +100,14 @@ def _default_mode() -> int:
     return 0o666 & ~umask
 
 
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write `data` to `path` atomically (an existing file's mode kept, else the umask's)."""
+    path = Path(path)
+    if mode is None:
+        mode = os.stat(path).st_mode & 0o7777 if path.exists() else _default_mode()
+    _atomic_write(path, data, mode)
+
+
 def _atomic_write(path: Path, data: bytes, mode: int) -> None:
     """A temporary file in the same folder, fsynced, then renamed over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)

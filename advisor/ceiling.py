@@ -83,6 +83,17 @@ def is_shipped_shape_kernel(target: str | Path) -> bool:
     return Path(target).resolve() in _shipped_shape_kernels()
 
 
+def parse_shape(shape: str, what: str) -> list[int]:
+    """`--shape 4096,4096,4096` -> [4096, 4096, 4096], checked against `what` (e.g. "M,N,K")."""
+    try:
+        dims = [int(x) for x in shape.split(",")]
+    except ValueError:
+        dims = []
+    if len(dims) != len(what.split(",")) or min(dims) < 1:
+        raise AdvisorError(f"--shape {shape!r}: give {what} as {len(what.split(','))} positive integers")
+    return dims
+
+
 def shape_ceiling(target: str | Path, shape: str | None, gpu: str = "h100", config: Config | None = None,
                   calibrated: bool = True) -> Ceiling:
     """The exact ceiling of a shipped shape-driven kernel (GEMM: M,N,K; softmax: ROWS,COLS; attention
@@ -92,12 +103,7 @@ def shape_ceiling(target: str | Path, shape: str | None, gpu: str = "h100", conf
     what, demand_of, default = _shipped_shape_kernels()[Path(target).resolve()]
     if not shape:
         raise AdvisorError(f"{target}: give --shape {what} (e.g. --shape {','.join(['4096'] * len(what.split(',')))})")
-    try:
-        dims = [int(x) for x in shape.split(",")]
-    except ValueError:
-        dims = []
-    if len(dims) != len(what.split(",")) or min(dims) < 1:
-        raise AdvisorError(f"--shape {shape!r}: give {what} as {len(what.split(','))} positive integers")
+    dims = parse_shape(shape, what)
     config = config or default(*dims)
     missing = [p for p in default(*dims).params if p not in config.params]
     if missing:

@@ -381,19 +381,14 @@ class ShapeSubject(Subject):
 
     def __init__(self, target: str | Path, shape: str, gpu: str = "h100", config: Config | None = None,
                  calibrated: bool = True):
-        from advisor.ceiling import _shipped_shape_kernels
+        from advisor.ceiling import _shipped_shape_kernels, parse_shape
 
         kernels = _shipped_shape_kernels()
         path = Path(target).resolve()
         if path not in kernels:
             raise AdvisorError(f"{target} is not one of the shipped shape kernels")
         what, self._demand, default = kernels[path]
-        try:
-            dims = [int(x) for x in shape.split(",")]
-        except ValueError:
-            dims = []
-        if len(dims) != len(what.split(",")) or min(dims) < 1:
-            raise AdvisorError(f"--shape {shape!r}: give {what} as {len(what.split(','))} positive integers")
+        dims = parse_shape(shape, what)
         self.dims = dims
         self.module = _module_of(path)
         self.spec = get_spec(gpu)

@@ -13,11 +13,9 @@ so every command that takes a trace takes the older launch files too.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,21 +228,12 @@ def write_trace(path: str | os.PathLike, trace: Trace) -> Path:
     """Write the trace atomically: a temporary file in the same folder, then a rename over `path`."""
     path = Path(path)
     text = json.dumps(trace.to_dict(), indent=1) + "\n"
+    from advisor.apply import atomic_write
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        atomic_write(path, text.encode())
     except OSError as exc:
         raise AdvisorError(f"{path}: cannot write the trace there ({exc.strerror or exc}); give another --out "
                            "path") from None
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
     return path
 
