@@ -139,7 +139,7 @@ def test_attention_rows_become_demands():
 def test_numpy_trees_equal_xgboost_and_need_no_xgboost(tmp_path):
     """The shipped numpy export predicts what the boosters predict, including missing values, and loading
     the model for prediction does not import XGBoost (GPU machines and CI jobs may lack it)."""
-    model_np = LatencyModel.load(MODEL_DIR)
+    model_np = LatencyModel.load(MODEL_DIR, boosters=False)
     model_xgb = LatencyModel.load(MODEL_DIR, boosters=True)
     rng = np.random.default_rng(0)
     data = rows_to_dataset(_rows((8, 2, 512, 1024), (16, 64, 256)))
@@ -147,12 +147,13 @@ def test_numpy_trees_equal_xgboost_and_need_no_xgboost(tmp_path):
     x[::5, 7] = np.nan
     for got, want in zip(model_np.predict_log_ratio(x), model_xgb.predict_log_ratio(x), strict=True):
         assert np.allclose(got, want, atol=1e-5, rtol=0)
-    code = ("import sys; from advisor.predict import LatencyModel; m = LatencyModel.load(); "
+    code = ("import sys; sys.modules['xgboost'] = None; from advisor.predict import LatencyModel; "
+            "m = LatencyModel.load(); "
             "import numpy as np; m.predict_log_ratio(np.zeros((3, len(m.meta['features'])), np.float32)); "
-            "print('xgboost' in sys.modules)")
+            "print(type(m.median).__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "TreeEnsemble"  # XGBoost could not be imported, and the model still predicted
 
 
 def test_calibrate_tune_from_a_sweep_is_used_for_that_gpu(tmp_path, monkeypatch):
