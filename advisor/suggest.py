@@ -361,10 +361,28 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
             where = f"{loc.path}:{loc.line}" if loc else s.label
             raise AdvisorError(f"{s.label}: its config is chosen by code ({where}), not read from a config file or an "
                                "autotune list; change it there by hand")
+    for path, entries in engine.items():
+        _check_file_gpu(path, entries)
     edits = [apply.plan_engine_json(path, entries) for path, entries in engine.items()]
     edits += [apply.plan_autotune(path, kernel, list(dict.fromkeys(configs)), mode="add")
               for (path, kernel), configs in autotune.items()]
     return edits
+
+
+def _check_file_gpu(path: Path, entries: dict[int, Config]) -> None:
+    """An engine file is read on the GPU its name gives: every config written into it must fit that GPU."""
+    from ceilings.hardware import get_spec
+    from kernels.fused_moe import resource_precheck
+
+    m = _ENGINE_FILE.match(path.name)
+    if not m:
+        return
+    spec = get_spec(m.group(3))
+    for tokens, config in sorted(entries.items()):
+        why = resource_precheck(config, spec.smem_per_block)
+        if why:
+            raise AdvisorError(f"{path.name}: {config.label()} for M={tokens} does not fit {spec.name}, the GPU the "
+                               f"file is for ({why}); advise for that GPU (--gpu) instead")
 
 
 def check_fit(advices: Sequence[Advice]) -> None:
