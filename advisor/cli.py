@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="advisor", description="Ceilings, measurements and config advice for Triton kernels. "
-        "The shipped target is a fused Mixture-of-Experts kernel (kernels/fused_moe.py).")
+        "The shipped target is a fused Mixture-of-Experts kernel (kernels/fused_moe.py). "
+        "`advisor tui FILE` (or `advisor FILE`) opens the interactive TUI on a kernel file.")
     parser.add_argument("--version", action="version", version=f"triton-advisor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -96,17 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
                        usage="advisor record [--out TRACE] -- python prog.py [args ...]")
     p.add_argument("--out", default="advisor_trace.json", help="trace file to write (default advisor_trace.json)")
     p.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
-
-    p = sub.add_parser("tui", help="the interactive advisor on a kernel file (also: advisor FILE)",
-                       description="Open a kernel file in the Textual TUI: kernels and launches, source, ceiling, "
-                                   "predictions and ranked suggestions; apply and measure from the keyboard.")
-    p.add_argument("file", help="a kernel .py file")
-    p.add_argument("--trace", help="a launch trace for the file's kernels")
-    p.add_argument("--gpu", default="h100", help="GPU name or short name (default h100)")
-    p.add_argument("--preset", help="model preset for the fused-MoE kernel")
-    p.add_argument("--tp", type=int, help="tensor-parallel size")
-    p.add_argument("--shape", action="append", help="a shape of a shipped shape kernel; repeat for several")
-    p.add_argument("--dry-run", action="store_true", help="show diffs; never write a file")
 
     p = sub.add_parser("calibrate", help="(GPU) measure this GPU's sustained rates for ceilings",
                        description="Microbenchmarks (DRAM read and copy, L2 read, bf16/fp8 tensor, FP32 FMA, XU, "
@@ -478,13 +468,6 @@ def cmd_record(args) -> int:
     return record_main(program, args.out)
 
 
-def cmd_tui(args) -> int:
-    from tui.app import run
-
-    return run(args.file, trace=args.trace, gpu=gpu_device_name(args.gpu), dry_run=args.dry_run, preset=args.preset,
-               tp=args.tp, shapes=args.shape)
-
-
 def cmd_calibrate(args) -> int:
     from advisor.calibrate import calibrate, short_sweep, tune_model
 
@@ -537,14 +520,11 @@ def cmd_train(args) -> int:
 
 COMMANDS = {"presets": cmd_presets, "configs": cmd_configs, "ceiling": cmd_ceiling, "predict": cmd_predict,
             "calibrate": cmd_calibrate, "collect": cmd_collect, "suggest": cmd_suggest, "apply": cmd_apply,
-            "record": cmd_record, "tui": cmd_tui,
+            "record": cmd_record,
             "train": cmd_train, "tune": cmd_tune}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0].endswith(".py") and argv[0] not in COMMANDS:
-        argv.insert(0, "tui")  # `advisor FILE` is short for `advisor tui FILE`
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
