@@ -132,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", nargs="+", help="sweep CSV files (default: the sweeps in benchmarks/data of the current "
                                              "kernels)")
     p.add_argument("--out", help="folder for the model files (default: advisor/models)")
+    p.add_argument("--features-out", metavar="CSV", help="also write every training row's feature row here")
 
     p = sub.add_parser("tune", help="(GPU) sweep the shipped fused-MoE kernel for a preset; write a config file",
                        description="Sweep configs of the shipped fused-MoE kernel (GEMM1 of the layer, uniform "
@@ -506,11 +507,13 @@ def cmd_train(args) -> int:
     # Default: every sweep of the current kernels (files of the previous MoE kernel version say kernel_v1;
     # the ncu files are instruction counts, not timings).
     files = args.data or sorted(f for f in glob.glob("benchmarks/data/*.csv.gz")
-                                if "kernel_v1" not in f and "ncu" not in f)
+                                if not any(tag in f for tag in ("kernel_v1", "ncu", "features")))
     if not files:
         raise AdvisorError("no sweep data found; give --data FILE... (sweep CSVs from `advisor tune` or "
                            "benchmarks/moe_sweep.py)")
     data = load_sweeps(files)
+    if args.features_out:
+        print(f"feature rows -> {data.write_features(args.features_out)}", file=sys.stderr)
     model = train(data)
     folder = model.save(args.out or MODEL_DIR)
     print(f"trained on {len(data)} rows ({len(set(data.group))} shapes, {', '.join(sorted(set(data.gpu)))}) "

@@ -229,4 +229,11 @@ def collect(family: str, out: str | Path, *, shapes: str | None = None, ms: str 
     out.mkdir(parents=True, exist_ok=True)
     path = out / FAMILIES[family].csv
     summary = run_sweep(plan, path, workers=workers, deadline_s=deadline_s, show_progress=show_progress)
-    return dict(summary, csv=str(path), configs=len(plan.configs), cases=len(plan.specs))
+    features = None
+    try:  # the feature row of every fully timed point, as the model sees it (rebuilt from the CSV at any time)
+        from advisor.predict import load_sweeps
+
+        features = str(load_sweeps([path]).write_features(path.with_suffix(".features.csv")))
+    except AdvisorError:  # nothing fully timed yet (a deadline hit early)
+        pass
+    return dict(summary, csv=str(path), features=features, configs=len(plan.configs), cases=len(plan.specs))

@@ -38,12 +38,30 @@ class Dataset:
     group: list[str]                  # the shape: rows of one group are never split between train and test
     case: list[str]                   # one (shape, M) on one GPU: configs of a case are ranked together
     sources: list[str] = field(default_factory=list)
+    config: list[str] = field(default_factory=list)  # each row's config label
 
     def subset(self, mask: np.ndarray) -> Dataset:
         idx = np.flatnonzero(mask)
         pick = lambda seq: [seq[i] for i in idx]  # noqa: E731
         return Dataset(self.x[idx], self.y[idx], self.ceiling_us[idx], self.measured_us[idx], pick(self.gpu),
-                       pick(self.group), pick(self.case), self.sources)
+                       pick(self.group), pick(self.case), self.sources, pick(self.config) if self.config else [])
+
+    def write_features(self, path: str | Path) -> Path:
+        """Every row as the model sees it: identifiers, ceiling, measured time and the feature row (CSV;
+        gzip-compressed when the name ends in .gz)."""
+        import csv
+        import gzip
+
+        path = Path(path)
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "wt", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["gpu", "shape", "case", "config", "ceiling_us", "measured_us", *FEATURES])
+            for i in range(len(self.y)):
+                w.writerow([self.gpu[i], self.group[i], self.case[i], self.config[i] if self.config else "",
+                            repr(float(self.ceiling_us[i])), repr(float(self.measured_us[i])),
+                            *(f"{v:.6g}" for v in self.x[i])])
+        return path
 
     def __len__(self) -> int:
         return len(self.y)
@@ -94,7 +112,7 @@ def row_demand(r: dict, arch: int):
 def rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Dataset:
     """Feature rows of the fully timed sweep rows of the shipped kernels, with their exact ceilings."""
     rates_by_gpu = {}
-    xs, ys, ceil, meas, gpus, groups, cases = [], [], [], [], [], [], []
+    xs, ys, ceil, meas, gpus, groups, cases, labels = [], [], [], [], [], [], [], []
     for r in rows:
         if r.get("status") != "ok":
             continue
@@ -106,7 +124,9 @@ def rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Datase
         c = roofline(demand, rates_by_gpu[spec_gpu.name], config.to_dict())
         us = float(r["us"])
         kernel = r["kernel"]
-        xs.append([feature_row(c, demand, config, spec_gpu)[f] for f in FEATURES])
+        row = feature_row(c, demand, config, spec_gpu)
+        xs.append([row[f] for f in FEATURES])
+        labels.append(config.label())
         ys.append(math.log(us / c.ceiling_us))
         ceil.append(c.ceiling_us)
         meas.append(us)
@@ -116,7 +136,7 @@ def rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Datase
     if not ys:
         raise AdvisorError("no fully timed rows (status ok) in the given sweep files")
     return Dataset(np.array(xs, dtype=np.float32), np.array(ys), np.array(ceil), np.array(meas), gpus, groups, cases,
-                   list(sources))
+                   list(sources), labels)
 
 
 def load_sweeps(paths: Sequence[str | Path]) -> Dataset:

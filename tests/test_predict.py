@@ -178,3 +178,18 @@ def test_calibrate_tune_from_a_sweep_is_used_for_that_gpu(tmp_path, monkeypatch)
     # fitted to these points, the tuned model is nearer to them than the shipped one
     assert np.mean(np.abs(after - data.y)) < np.mean(np.abs(before - data.y))
     assert main(["calibrate", "--sweep", str(sweep)]) == 2  # --sweep without --tune is refused
+
+
+def test_feature_rows_are_written_as_the_model_sees_them(tmp_path):
+    import csv
+    import gzip
+
+    data = rows_to_dataset(_rows((8, 2, 512, 1024), (16, 256)))
+    path = data.write_features(tmp_path / "features.csv.gz")
+    with gzip.open(path, "rt") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(data) and list(rows[0])[:6] == ["gpu", "shape", "case", "config", "ceiling_us",
+                                                             "measured_us"]
+    for i, r in enumerate(rows):
+        assert r["config"] == data.config[i] and float(r["measured_us"]) == pytest.approx(data.measured_us[i])
+        assert np.allclose([float(r[f]) for f in FEATURES], data.x[i], rtol=1e-5, atol=1e-6)
