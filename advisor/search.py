@@ -226,9 +226,11 @@ def explain(advice: Advice) -> str:
         waste_c = 1 - useful / (cd.tensor_flops_per_cta * cd.active_ctas)
         waste_b = 1 - useful / (bd.tensor_flops_per_cta * bd.active_ctas)
         if waste_c - waste_b > 0.1:
+            effect = (f"which cuts the {cur.ceiling.binding}-bound ceiling from {cur.ceiling.ceiling_us:.1f} to "
+                      f"{best.ceiling.ceiling_us:.1f} us" if best.ceiling.ceiling_us < 0.98 * cur.ceiling.ceiling_us
+                      else "less wasted issue for the same ceiling")
             return (f"{waste_c:.0%} of the current tensor work is tile padding, {waste_b:.0%} with "
-                    f"{best.config.label()}, which cuts the {cur.ceiling.binding}-bound ceiling from "
-                    f"{cur.ceiling.ceiling_us:.1f} to {best.ceiling.ceiling_us:.1f} us ({gain})")
+                    f"{best.config.label()}: {effect} ({gain})")
     sms = s.spec.sms
     if cur.ceiling.waves < 0.6 and best.ceiling.active_ctas > cur.ceiling.active_ctas * 1.5:
         return (f"the current config fills {cur.ceiling.active_ctas} CTAs on {sms} SMs ({cur.ceiling.waves:.2f} "
@@ -505,15 +507,25 @@ class LaunchSubject(Subject):
                                + " ".join(f"{t.name}{list(t.shape)}" for t in launch.tensors[:3]))
         self.location = location or Location(launch.source, _def_line(launch.source, launch.kernel), "kernel")
         self._compiled: dict[Config, object] = {}
+        self.notes: list[str] = []
 
     def launch_for(self, config: Config) -> Launch:
         return Launch(self.launch.source, self.launch.kernel, self.grid(config), self.launch.tensors,
                       self.launch.scalars, self.launch.constexprs, config)
 
+    max_configs = 32  # each config of a generic kernel is compiled for its demand: a budget per launch
+
     def space(self) -> list[Config]:
-        if self._space is not None:
-            return self._space
-        return neighbours(self.current)
+        """The declared space (or the neighbours of the current config); beyond the compile budget, the
+        feasible configs nearest to the current one."""
+        full = self._space if self._space is not None else neighbours(self.current)
+        if len(full) <= self.max_configs:
+            return full
+        feasible = [c for c in full if self.precheck(c) is None]
+        near = sorted(feasible, key=lambda c: config_distance(c, self.current))[: self.max_configs]
+        self.notes.append(f"{len(full)} configs declared; the {len(near)} feasible ones nearest the current config "
+                          f"were ranked (each is compiled for its demand)")
+        return near
 
     def precheck(self, config: Config) -> str | None:
         if set(config.params) != set(self.current.params):
@@ -575,6 +587,16 @@ def tile_precheck(config: Config, spec: GPUSpec, element_bytes: int = 2) -> str 
         if smem > spec.smem_per_block:
             return f"operand tiles need {smem} B of shared memory, over {spec.smem_per_block} B per block"
     return None
+
+
+def config_distance(a: Config, b: Config) -> float:
+    """How far apart two configs are: log2 steps over every numeric knob."""
+    def step(x, y):
+        return abs(math.log2(x / y)) if isinstance(x, int | float) and isinstance(y, int | float) and x > 0 and y > 0 \
+            else float(x != y)
+    keys = set(a.params) | set(b.params)
+    return (sum(step(a.params.get(k, 0), b.params.get(k, 0)) for k in keys) + step(a.num_warps, b.num_warps)
+            + step(max(a.num_stages, 1), max(b.num_stages, 1)))
 
 
 def neighbours(config: Config) -> list[Config]:

@@ -175,6 +175,10 @@ def trace_subjects(path: str | Path, gpu: str | None = None, kernel_file: str | 
             launch = launch.with_source(str(Path(kernel_file).resolve()))
         if kernel and launch.kernel != kernel:
             continue
+        shipped = shipped_shape_subject(launch, gpu or trace.gpu or "h100", calibrated)
+        if shipped is not None:  # a launch of a shipped shape kernel: its exact demand and whole space
+            out.append(shipped)
+            continue
         declared = declared_space(launch.source, launch.kernel)
         space, loc = declared if declared else (None, None)
         count = trace.counts[i] if i < len(trace.counts) else 1
@@ -185,6 +189,33 @@ def trace_subjects(path: str | Path, gpu: str | None = None, kernel_file: str | 
     if not out:
         raise AdvisorError(f"{path}: no launch of kernel {kernel!r}" if kernel else f"{path}: no launches in it")
     return out
+
+
+def shipped_shape_subject(launch, gpu: str, calibrated: bool = True) -> Subject | None:
+    """A traced launch of the shipped GEMM, softmax or attention kernel as their exact shape subject."""
+    from advisor.ceiling import is_shipped_shape_kernel
+    from advisor.search import ShapeSubject
+
+    if not is_shipped_shape_kernel(launch.source):
+        return None
+    try:
+        name = Path(launch.source).stem
+        if name == "gemm" and launch.kernel == "gemm_kernel":
+            shape = ",".join(str(launch.scalar(k)) for k in ("M", "N", "K"))
+        elif name == "softmax" and launch.kernel == "softmax_kernel":
+            shape = f"{launch.scalar('rows')},{launch.scalar('cols')}"
+        elif name == "attention" and launch.kernel == "attention_kernel":
+            shape = f"{launch.grid[1]},{launch.scalar('seq')},{launch.scalar('HEAD_DIM')}"
+        else:
+            return None
+    except (KeyError, IndexError):
+        return None
+    import importlib
+
+    space = importlib.import_module(f"kernels.{name}").CONFIG_SPACE
+    knobs = {k: v for k, v in list(launch.config.params.items()) + list(launch.constexprs) if k in space}
+    config = Config(knobs, launch.config.num_warps, launch.config.num_stages)
+    return ShapeSubject(launch.source, shape, gpu, config, calibrated)
 
 
 def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens: Sequence[int] | None = None,

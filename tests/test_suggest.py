@@ -244,3 +244,23 @@ def test_apply_refuses_configs_that_do_not_fit_the_files_gpu(capsys, tmp_path):
     code, out, err = run_cli(["apply", str(path), "--gpu", "h100", "--min-speedup", "1.0", "--no-confirm"], capsys)
     assert code == 2 and "does not fit NVIDIA L4" in err and len(err.strip().splitlines()) == 1
     assert path.read_bytes() == before and not (tmp_path / (path.name + ".bak")).exists()
+
+
+def test_a_recorded_trace_of_shipped_kernels_is_advised_with_their_exact_model(tmp_path, capsys):
+    """record -> suggest: launches of the shipped GEMM and softmax in a trace become their exact shape
+    subjects (the whole config space, semantic demand), with the counts of the trace."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("import torch\nfrom kernels import gemm, softmax\n"
+                    "a = torch.randn(64, 128, dtype=torch.float16); b = torch.randn(128, 96, dtype=torch.float16)\n"
+                    "for _ in range(2):\n    gemm.gemm(a, b)\nsoftmax.softmax(torch.randn(32, 300))\n")
+    trace = tmp_path / "trace.json"
+    env = {**__import__("os").environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "advisor.cli", "record", "--out", str(trace), "--", sys.executable,
+                        str(prog)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    code, out, err = run_cli(["suggest", str(trace), "--format", "json", "--no-confirm"], capsys)
+    assert code in (0, 1), err
+    launches = json.loads(out)["launches"]
+    assert [d["launch"] for d in launches] == ["gemm M,N,K=64,96,128", "softmax ROWS,COLS=32,300"]
+    assert launches[0]["current"]["config"]["BLOCK_M"] and launches[1]["current"]["config"]["ROWS_PER_PROGRAM"]
+    assert launches[0]["considered"] > 100  # the module's whole CONFIG_SPACE, not a compile-budget sample
