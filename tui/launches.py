@@ -1,0 +1,325 @@
+"""What the TUI shows, gathered through the advisor's own functions (no textual here).
+
+The TUI holds no advice logic: kernels come from `ceilings.compile.find_kernels`, launches from
+`advisor.suggest.subjects_for` (the same call `advisor suggest` makes), rankings from
+`advisor.search.search`, edits from `advisor.suggest.plan_apply` and `advisor.apply.write`. This module
+only decides what to list (which presets, token counts and shapes) and where to look in the source.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ceilings.errors import AdvisorError
+
+DEFAULT_TOKENS = (1, 16, 64, 256, 1024, 4096)
+
+
+@dataclass(frozen=True)
+class LaunchRef:
+    """One launch in the left panel: enough to rebuild its subject for any GPU with `subjects_for`."""
+
+    kind: str                   # "moe", "shape" or "trace"
+    kernel: str
+    label: str
+    preset: str | None = None
+    tp: int = 1
+    tokens: int | None = None
+    shape: str | None = None
+    trace: str | None = None
+    index: int = 0
+
+    @property
+    def key(self) -> tuple:
+        return (self.kind, self.kernel, self.preset, self.tp, self.tokens, self.shape, self.trace, self.index)
+
+
+@dataclass
+class Group:
+    """A folder of launches under a kernel (a model preset at a TP size)."""
+
+    label: str
+    launches: list[LaunchRef] = field(default_factory=list)
+
+
+@dataclass
+class FileModel:
+    """The kernels of a file and the launches known for each."""
+
+    path: Path
+    kind: str                                       # "moe", "shape", "generic"
+    kernels: dict[str, int]                         # name -> line of its `def`
+    launches: dict[str, list[LaunchRef | Group]]    # kernel -> launches or groups of them
+    form_hint: str = ""                             # what the launch form takes
+    hint: str = ""                                  # shown under the tree when a kernel has no launch
+    shape_what: str = ""                            # "M,N,K" for the shipped shape kernels
+
+
+# ----------------------------------------------------------------------------------------- the file
+
+def read_source(path: str | Path) -> str:
+    path = Path(path)
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise AdvisorError(f"{path} does not exist; give the path of a Python file with Triton kernels") from None
+    except IsADirectoryError:
+        raise AdvisorError(f"{path} is a folder; give the path of a Python file with Triton kernels") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AdvisorError(f"{path} cannot be read ({exc.__class__.__name__}); check its permissions") from None
+
+
+def def_lines(source: str) -> dict[str, int]:
+    """Line of each top-level `def` (1-based), by name."""
+    out = {}
+    for i, text in enumerate(source.splitlines(), 1):
+        m = re.match(r"^def\s+([A-Za-z_]\w*)\s*\(", text)
+        if m:
+            out.setdefault(m.group(1), i)
+    return out
+
+
+def kernel_top_line(source: str, kernel: str) -> int:
+    """The line a reader starts a kernel at: its first decorator (@triton.autotune, @triton.jit)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return def_lines(source).get(kernel, 1)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == kernel:
+            return min([node.lineno] + [d.lineno for d in node.decorator_list])
+    return 1
+
+
+def config_lines(path: str | Path, source: str, kernel: str, params: Sequence[str] = ()) -> set[int]:
+    """Lines where a kernel's config is written or declared: its @triton.autotune configs, a module-level
+    CONFIG_SPACE, and the constexpr meta-parameters of its signature (those of `params`, or any
+    BLOCK/GROUP/TILE one when no config is known yet)."""
+    marked: set[int] = set()
+    try:
+        from advisor.apply import read_autotune_configs
+
+        marked.update(line for _, line in read_autotune_configs(path, kernel))
+    except (ImportError, AdvisorError, SyntaxError, OSError):
+        pass
+    lines = source.splitlines()
+    for i, text in enumerate(lines):
+        if re.match(r"^CONFIG_SPACE\s*[:=]", text):
+            j = i
+            while j < len(lines):
+                marked.add(j + 1)
+                if j > i and re.match(r"^[}\])]", lines[j]):
+                    break
+                if j == i and text.rstrip().endswith(("}", ")", "]")):
+                    break
+                j += 1
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return marked
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == kernel:
+            for arg in node.args.args + node.args.kwonlyargs:
+                ann = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                if "constexpr" not in ann:
+                    continue
+                if (arg.arg in params) if params else re.match(r"^(BLOCK|GROUP|TILE)", arg.arg):
+                    marked.add(arg.lineno)
+    return marked
+
+
+# ---------------------------------------------------------------------------------------- discovery
+
+def moe_default_tp(preset: str) -> int:
+    """The smallest TP size of a preset that has a shipped tuned config file (for any GPU), else 1."""
+    from kernels.moe_configs import SHIPPED_DIR
+    from kernels.moe_presets import TP_SIZES, get_preset
+
+    p = get_preset(preset)
+    for tp in TP_SIZES:
+        if p.intermediate % tp:
+            continue
+        shape = p.shape(tp)
+        if any(SHIPPED_DIR.glob(f"E={shape.num_experts},N={shape.config_file_n},device_name=*.json")):
+            return tp
+    return 1
+
+
+def moe_group(preset: str, tp: int, tokens: Sequence[int] = DEFAULT_TOKENS) -> Group:
+    from kernels.moe_presets import get_preset
+
+    name = get_preset(preset).name
+    return Group(f"{name} TP{tp}", [LaunchRef("moe", "fused_moe_kernel", f"M={m}", preset=name, tp=tp, tokens=m)
+                                    for m in tokens])
+
+
+def discover(path: str | Path, trace: str | None = None, preset: str | None = None, tp: int | None = None,
+             shapes: Sequence[str] | None = None) -> FileModel:
+    """The kernels of `path` and their known launches (a trace's come from `trace_launches`, so that a bad
+    trace leaves the kernels listed). Raises AdvisorError for a file that cannot be read or imported."""
+    from advisor.ceiling import _shipped_shape_kernels, is_shipped_moe, is_shipped_shape_kernel
+    from ceilings.compile import find_kernels, load_module
+
+    path = Path(path)
+    source = read_source(path)
+    module = load_module(path)
+    found = find_kernels(module)
+    if not found:
+        raise AdvisorError(f"{path} defines no Triton kernel (no @triton.jit function at top level)")
+    lines = def_lines(source)
+    kernels = {name: lines.get(name, 1) for name in found}
+    launches: dict[str, list] = {name: [] for name in kernels}
+    model = FileModel(path, "generic", kernels, launches)
+    if trace:
+        model.form_hint = "+ launch/trace JSON ⏎"
+    elif is_shipped_moe(path):
+        from kernels.moe_presets import PRESETS, get_preset
+
+        model.kind = "moe"
+        names = [get_preset(preset).name] if preset else list(PRESETS)
+        for name in names:
+            use_tp = tp if tp and PRESETS[name].intermediate % tp == 0 else moe_default_tp(name)
+            launches["fused_moe_kernel"].append(moe_group(name, use_tp))
+        model.form_hint = "+ [PRESET] TOKENS [TP] ⏎"
+    elif is_shipped_shape_kernel(path):
+        what = _shipped_shape_kernels()[path.resolve()][0]
+        model.kind, model.shape_what = "shape", what
+        model.form_hint = f"+ {what} ⏎"
+        kernel = next(iter(kernels))
+        for s in shapes or ():
+            launches[kernel].append(shape_ref(kernel, s))
+        if not shapes:
+            model.hint = f"type a launch's {what} below (or pass --shape)"
+    else:
+        model.form_hint = "+ launch/trace JSON ⏎"
+        model.hint = "pass --trace TRACE.json or type a launch file below"
+    return model
+
+
+def shape_ref(kernel: str, shape: str) -> LaunchRef:
+    return LaunchRef("shape", kernel, shape.replace(" ", ""), shape=shape.replace(" ", ""))
+
+
+def trace_launches(path: str | Path, trace: str, gpu: str) -> list[LaunchRef]:
+    """One launch per subject of `subjects_for(path, trace=...)`, as `advisor suggest` lists them."""
+    from advisor.suggest import subjects_for
+
+    subjects = subjects_for(str(path), trace=trace, gpu=gpu)
+    return [LaunchRef("trace", s.kernel, f"#{i + 1} " + _short_label(s.label, s.kernel), trace=str(trace), index=i)
+            for i, s in enumerate(subjects)]
+
+
+def _short_label(label: str, kernel: str) -> str:
+    label = label[len(kernel):].strip() if label.startswith(kernel + " ") else label
+    return re.sub(r",\s+", ",", label)
+
+
+def parse_moe_form(text: str, default_preset: str | None, default_tp: int | None = None) -> LaunchRef:
+    """`512`, `mixtral-8x7b 512` or `mixtral-8x7b 512 4` (preset, tokens, TP); without a preset, the
+    default preset at the default TP size."""
+    from kernels.moe_presets import get_preset
+
+    words = text.replace(",", " ").split()
+    preset, tp = default_preset, None
+    if words and not words[0].isdigit():
+        preset = get_preset(words.pop(0)).name
+    if not words or not words[0].isdigit() or int(words[0]) < 1 or len(words) > 2:
+        raise AdvisorError(f"{text!r}: type a token count (e.g. 512), optionally after a preset and before a TP size")
+    tokens = int(words[0])
+    if len(words) == 2:
+        if not words[1].isdigit():
+            raise AdvisorError(f"{text!r}: the TP size must be 1, 2, 4 or 8")
+        tp = int(words[1])
+    if preset is None:
+        raise AdvisorError(f"{text!r}: name a preset first, e.g. mixtral-8x7b {tokens}")
+    tp = tp or (default_tp if preset == default_preset else None) or moe_default_tp(preset)
+    get_preset(preset).shape(tp)  # a clear error for a TP size the preset does not split over
+    return LaunchRef("moe", "fused_moe_kernel", f"M={tokens}", preset=preset, tp=tp, tokens=tokens)
+
+
+# ------------------------------------------------------------------------------------------ advice
+
+def subject_for(path: str | Path, ref: LaunchRef, gpu: str, config_dir: str | None = None):
+    """The advisor's subject of a launch, through `subjects_for` (the CLI's own entry point)."""
+    from advisor.suggest import subjects_for
+
+    if ref.kind == "moe":
+        return subjects_for(str(path), preset=ref.preset, tp=ref.tp, tokens=[ref.tokens], gpu=gpu,
+                            config_dir=config_dir)[0]
+    if ref.kind == "shape":
+        return subjects_for(str(path), shapes=[ref.shape], gpu=gpu)[0]
+    subjects = subjects_for(str(path), trace=ref.trace, gpu=gpu)
+    if ref.index >= len(subjects):
+        raise AdvisorError(f"{ref.trace}: launch {ref.index + 1} is no longer in the trace; open the file again")
+    return subjects[ref.index]
+
+
+def advise_one(subject, top_k: int = 5, confirm: bool = True):
+    from advisor.suggest import advise
+
+    return advise([subject], top_k=top_k, confirm=confirm)[0]
+
+
+def measure_advice(subject, top_k: int, confirm: bool, on_timed: Callable[[int], None] | None = None,
+                   cancelled: Callable[[], bool] | None = None):
+    """`search(subject, top_k, confirm, measure=top_k)` with a hook around each timing (progress, cancel).
+
+    The hook wraps the subject's own measurer; `Cancelled` stops the search between two timings."""
+    from advisor.search import search
+
+    original = subject.measurer
+    count = [0]
+
+    def measurer():
+        run = original()
+
+        def timed(config):
+            if cancelled and cancelled():
+                raise Cancelled
+            us = run(config)
+            count[0] += 1
+            if on_timed:
+                on_timed(count[0])
+            return us
+
+        return timed
+
+    subject.measurer = measurer
+    try:
+        return search(subject, top_k, confirm, measure=top_k)
+    finally:
+        del subject.measurer
+
+
+class Cancelled(Exception):
+    """A measurement stopped by the person (escape)."""
+
+
+def plan_edits(advice, chosen) -> list:
+    """The edits that write `chosen` (a candidate of `advice`) where its launch reads its config,
+    from `advisor.suggest.plan_apply`; raises AdvisorError when it cannot be written."""
+    from advisor.suggest import check_fit, plan_apply
+
+    others = [c for c in advice.ranked if c is not chosen]
+    picked = replace(advice, ranked=[chosen, *others])
+    check_fit([picked])
+    return [e for e in plan_apply([picked], min_speedup=0.0) if e.changed]
+
+
+def write_edits(edits) -> list[str]:
+    from advisor import apply
+
+    done = []
+    for edit in edits:
+        backup = apply.write(edit)
+        done.append(f"wrote {edit.path}" + (f" (backup {backup.name})" if backup else ""))
+    return done
+
+
+def candidate_time(advice, cand) -> float:
+    """The time the advisor judges a candidate by: measured when the advice was timed, else predicted."""
+    return advice._time(cand)
