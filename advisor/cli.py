@@ -406,7 +406,7 @@ def cmd_apply(args) -> int:
     if args.verify and args.dry_run:
         raise AdvisorError("--verify measures the written configs; it cannot run with --dry-run")
     advices = _advices(args)
-    check_fit([a for a in advices if a.speedup > args.min_speedup])
+    check_fit([a for a in advices if a.gains(args.min_speedup)])
     edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup) if e.changed]
     if not edits:
         print("nothing to change: every launch already has its best config (or gains too little)")
@@ -435,7 +435,7 @@ def _verify(advices, written, min_speedup: float) -> int:
 
     bad = []
     for a in advices:
-        if a.best.config == a.current.config or a.speedup <= min_speedup:
+        if not a.gains(min_speedup):
             continue
         run = a.subject.measurer()
         before = run(a.current.config)

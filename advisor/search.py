@@ -105,18 +105,23 @@ class Advice:
     def best(self) -> Candidate:
         return self.ranked[0] if self.ranked else self.current
 
-    def _time(self, c: Candidate) -> float:
+    def time_of(self, c: Candidate) -> float:
+        """What the advice judges a candidate by: its measured time when the advice was timed, else predicted."""
         return c.measured_us if self.measured and c.measured_us is not None else c.predicted_us
+
+    def gains(self, min_speedup: float) -> bool:
+        """Whether another config beats the current one by more than `min_speedup`."""
+        return self.best.config != self.current.config and self.speedup > min_speedup
 
     @property
     def speedup(self) -> float:
-        best = self._time(self.best)
-        return self._time(self.current) / best if best else 1.0
+        best = self.time_of(self.best)
+        return self.time_of(self.current) / best if best else 1.0
 
     @property
     def headroom(self) -> float:
         """How many times slower than its own ceiling the current config runs (predicted or measured)."""
-        return self._time(self.current) / self.current.ceiling.ceiling_us
+        return self.time_of(self.current) / self.current.ceiling.ceiling_us
 
     def to_json(self) -> dict:
         s = self.subject
@@ -213,7 +218,7 @@ def explain(advice: Advice) -> str:
     """One sentence: why the best config beats the current one, from their ceilings and predictions."""
     cur, best, s = advice.current, advice.best, advice.subject
     if best.config == cur.config or advice.speedup < 1.005:
-        eff = cur.ceiling.ceiling_us / advice._time(cur)
+        eff = cur.ceiling.ceiling_us / advice.time_of(cur)
         return (f"the current config is already the best found; it runs at {eff:.0%} of its ceiling, "
                 f"bound by {cur.ceiling.binding}")
     gain = f"{advice.speedup:.2f}x {'measured' if advice.measured else 'predicted'}"
@@ -622,17 +627,14 @@ def neighbours(config: Config) -> list[Config]:
 def declared_space(source: str | Path, kernel: str) -> tuple[list[Config], Location | None] | None:
     """The config space a kernel's file declares: its @triton.autotune list, or a module-level
     CONFIG_SPACE dict of lists (with num_warps / num_stages). None when it declares neither."""
+    from advisor.apply import read_autotune_configs
+
     try:
-        from advisor.apply import read_autotune_configs
-    except ImportError:  # pragma: no cover - apply ships with search
-        read_autotune_configs = None
-    if read_autotune_configs is not None:
-        try:
-            found = read_autotune_configs(source, kernel)
-        except AdvisorError:
-            found = []
-        if found:
-            return [c for c, _ in found], Location(str(source), found[0][1], "autotune configs")
+        found = read_autotune_configs(source, kernel)
+    except AdvisorError:  # no autotune list (or one that is computed): look for a declared space
+        found = []
+    if found:
+        return [c for c, _ in found], Location(str(source), found[0][1], "autotune configs")
     text = Path(source).read_text()
     if re.search(r"^CONFIG_SPACE\s*[:=]", text, re.M):
         from ceilings.compile import load_module

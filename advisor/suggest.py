@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from advisor.search import Advice, Candidate, Location, MoESubject, Subject, predict_candidates, search
+from advisor.search import Advice, Candidate, Location, MoESubject, Subject, engine_key_line, predict_candidates, search
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling
@@ -145,19 +145,9 @@ def engine_file_subjects(path: str | Path, preset: str | None = None, gpu: str |
                                "choose one with --preset")
     name, tp = matches[0]
     out = []
-    lines = _key_lines(path)
     for tokens, config in sorted(table.configs.items()):
-        loc = Location(str(path), lines.get(tokens, 1), f'entry "{tokens}"')
+        loc = Location(str(path), engine_key_line(path, tokens), f'entry "{tokens}"')
         out.append(moe_layer(name, tokens, tp, spec.name, config, loc, calibrated=calibrated))
-    return out
-
-
-def _key_lines(path: Path) -> dict[int, int]:
-    out = {}
-    for i, text in enumerate(path.read_text().splitlines(), 1):
-        m = re.match(r'^\s*"(\d+)"\s*:', text)
-        if m:
-            out.setdefault(int(m.group(1)), i)
     return out
 
 
@@ -264,7 +254,7 @@ RULES = {
 
 
 def gains(advice: Advice, min_speedup: float) -> bool:
-    return advice.speedup > min_speedup
+    return advice.gains(min_speedup)
 
 
 def _rel(path: str) -> str:
@@ -340,8 +330,8 @@ def render_text(advices: Sequence[Advice], min_speedup: float) -> None:
         table.add_column(col, justify=justify)
     for a in advices:
         mark = "bold green" if gains(a, min_speedup) else None
-        table.add_row(a.subject.label, a.current.config.label(), f"{a._time(a.current):.1f}",
-                      a.best.config.label(), f"{a._time(a.best):.1f}", f"{a.speedup:.2f}x",
+        table.add_row(a.subject.label, a.current.config.label(), f"{a.time_of(a.current):.1f}",
+                      a.best.config.label(), f"{a.time_of(a.best):.1f}", f"{a.speedup:.2f}x",
                       a.current.ceiling.binding, f"{a.headroom:.2f}x", style=mark)
     console = Console()
     console.print(table)
@@ -374,7 +364,7 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
     for a in advices:
         s, loc = a.subject, a.subject.location
         parts = _moe_parts(s)
-        wins = a.best.config != a.current.config and a.speedup > min_speedup
+        wins = a.gains(min_speedup)
         if parts:
             # Every advised token count gets its entry (the current config where nothing gains), so adding
             # keys never moves another advised M to a different nearest key.

@@ -500,7 +500,7 @@ class AdvisorApp(App[int]):
         if not (self.confirmed or not self.confirm):
             text.append(f"confirming for sm_{s.spec.arch}… ", style="bold yellow")
         text.append_text(Text.assemble((s.label, "bold"), f" · now {a.current.config.label()} "
-                                       f"{L.candidate_time(a, a.current):.1f} us · best ",
+                                       f"{a.time_of(a.current):.1f} us · best ",
                                        (f"{a.best.config.label()} {a.speedup:.2f}x",
                                         "bold green" if a.speedup > 1.005 else ""),
                                        f" {how} · bound by {a.current.ceiling.binding}"))
@@ -536,8 +536,8 @@ class AdvisorApp(App[int]):
         return list(reversed(out)) if self.sort_reverse else out
 
     def _speedup(self, cand) -> float:
-        t = L.candidate_time(self.advice, cand)
-        return L.candidate_time(self.advice, self.advice.current) / t if t else 1.0
+        t = self.advice.time_of(cand)
+        return self.advice.time_of(self.advice.current) / t if t else 1.0
 
     def _why(self, rank: str, cand) -> str:
         a = self.advice

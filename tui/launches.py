@@ -318,8 +318,3 @@ def write_edits(edits) -> list[str]:
         backup = apply.write(edit)
         done.append(f"wrote {edit.path}" + (f" (backup {backup.name})" if backup else ""))
     return done
-
-
-def candidate_time(advice, cand) -> float:
-    """The time the advisor judges a candidate by: measured when the advice was timed, else predicted."""
-    return advice._time(cand)

@@ -13,8 +13,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.launches import candidate_time
-
 KEYS = (
     ("enter", "on a launch: choose it; on a suggestion: explain it"),
     ("a", "apply the highlighted suggestion (shows the diff first; --dry-run writes nothing)"),
@@ -51,7 +49,7 @@ class ExplainScreen(ModalScreen[None]):
         a, c, cur = self.advice, self.cand, self.advice.current
         s = a.subject
         is_current = c is cur or c.config == cur.config
-        speed = candidate_time(a, cur) / candidate_time(a, c) if candidate_time(a, c) else 1.0
+        speed = a.time_of(cur) / a.time_of(c) if a.time_of(c) else 1.0
         title = Text(f"{c.config.label()}  ", style="bold")
         title.append("(the current config)" if is_current else f"{speed:.2f}x against the current config",
                      style="italic")
