@@ -482,6 +482,11 @@ def cmd_calibrate(args) -> int:
     calibration, path = calibrate(args.out)
     if args.tune:
         sweeps = short_sweep(path.parent / (path.stem + ".sweep"), args.deadline)
+        try:
+            import xgboost  # noqa: F401
+        except ImportError:
+            raise AdvisorError("fine-tuning needs XGBoost, which is not installed here; the sweep is kept: run "
+                               f"`advisor calibrate --tune --sweep {' '.join(map(str, sweeps))}` where it is") from None
         folder = tune_model(sweeps, calibration.gpu, Path(args.out) / "model" if args.out else None)
         print(f"tuned model -> {folder}", file=sys.stderr)
     print(json.dumps(calibration.values, indent=2))
