@@ -17,7 +17,7 @@ from pathlib import Path
 
 from advisor.sweep import SweepPlan, run_sweep
 from ceilings.errors import AdvisorError
-from ceilings.launch import Config
+from ceilings.launch import Config, expand_space
 
 HOPPER_MAX_SHARED = 227 * 1024  # bytes per block on sm_90 (ANCHORS section 4)
 
@@ -70,11 +70,7 @@ def gemm_space(max_shared: int = HOPPER_MAX_SHARED) -> list[Config]:
     from kernels import gemm as g
     from kernels.gemm_bench import resource_precheck
 
-    s = g.CONFIG_SPACE
-    out = [Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": gm}, w, st)
-           for bm in s["BLOCK_M"] for bn in s["BLOCK_N"] for bk in s["BLOCK_K"] for gm in s["GROUP_M"]
-           for w in s["num_warps"] for st in s["num_stages"]]
-    return [c for c in out if resource_precheck(c, max_shared) is None]
+    return [c for c in expand_space(g.CONFIG_SPACE) if resource_precheck(c, max_shared) is None]
 
 
 def gemm_plan(shapes=GEMM_SHAPES, ms=GEMM_MS, sample: int | None = 40, seed: int = 0) -> SweepPlan:
@@ -93,10 +89,7 @@ def softmax_space() -> list[Config]:
     from kernels import softmax as sm
     from kernels.softmax_bench import resource_precheck
 
-    s = sm.CONFIG_SPACE
-    out = [Config({"BLOCK_N": b, "ROWS_PER_PROGRAM": r}, w, st) for b in s["BLOCK_N"] for r in s["ROWS_PER_PROGRAM"]
-           for w in s["num_warps"] for st in s["num_stages"]]
-    return [c for c in out if resource_precheck(c) is None]
+    return [c for c in expand_space(sm.CONFIG_SPACE) if resource_precheck(c) is None]
 
 
 def softmax_plan(cols=SOFTMAX_COLS, rows=SOFTMAX_ROWS, sample: int | None = None, seed: int = 0) -> SweepPlan:
@@ -119,9 +112,7 @@ def attention_cases(seqs=ATTENTION_SEQS, dims=ATTENTION_DIMS) -> tuple[tuple[int
 def attention_space() -> list[Config]:
     from kernels import attention as at
 
-    s = at.CONFIG_SPACE
-    return [Config({"BLOCK_M": bm, "BLOCK_N": bn}, w, st) for bm in s["BLOCK_M"] for bn in s["BLOCK_N"]
-            for w in s["num_warps"] for st in s["num_stages"]]
+    return expand_space(at.CONFIG_SPACE)
 
 
 def attention_plan(cases=None, sample: int | None = None, seed: int = 0) -> SweepPlan:

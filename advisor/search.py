@@ -21,7 +21,7 @@ import numpy as np
 
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPUSpec, get_spec, rates_for
-from ceilings.launch import Config, Launch
+from ceilings.launch import Config, Launch, expand_space
 from ceilings.roofline import Ceiling, roofline
 
 
@@ -406,7 +406,7 @@ class ShapeSubject(Subject):
         self.location = Location(str(path), _line_of(path, r"^def default_config\("), "the default rule")
 
     def space(self) -> list[Config]:
-        return space_of(self.module.CONFIG_SPACE)
+        return expand_space(self.module.CONFIG_SPACE)
 
     def precheck(self, config: Config) -> str | None:
         name = self.module.__name__.rsplit(".", 1)[-1]
@@ -642,17 +642,5 @@ def declared_space(source: str | Path, kernel: str) -> tuple[list[Config], Locat
         module = load_module(source)
         space = getattr(module, "CONFIG_SPACE", None)
         if isinstance(space, dict) and space:
-            return space_of(space), Location(str(source), _line_of(source, r"^CONFIG_SPACE\s*[:=]"), "CONFIG_SPACE")
+            return expand_space(space), Location(str(source), _line_of(source, r"^CONFIG_SPACE\s*[:=]"), "CONFIG_SPACE")
     return None
-
-
-def space_of(space: dict) -> list[Config]:
-    """Every config of a {parameter: values} dict (num_warps and num_stages among them, or 4 and 3)."""
-    import itertools
-
-    names = [k for k in space if k not in ("num_warps", "num_stages")]
-    out = []
-    for values in itertools.product(*(space[n] for n in names), space.get("num_warps", (4,)),
-                                    space.get("num_stages", (3,))):
-        out.append(Config(dict(zip(names, values[:-2], strict=True)), values[-2], values[-1]))
-    return out

@@ -207,6 +207,19 @@ class TensorArg:
         return out
 
 
+def expand_space(space: Mapping[str, Iterable[Scalar]]) -> list[Config]:
+    """Every config of a {parameter: values} dict, in a fixed order (the parameters in the dict's order,
+    then num_warps, then num_stages; 4 warps and 3 stages when the dict does not list them)."""
+    import itertools
+
+    names = [k for k in space if k not in ("num_warps", "num_stages")]
+    out = []
+    for values in itertools.product(*(space[n] for n in names), space.get("num_warps", (4,)),
+                                    space.get("num_stages", (3,))):
+        out.append(Config(dict(zip(names, values[:-2], strict=True)), values[-2], values[-1]))
+    return out
+
+
 def _frozen_items(mapping: Mapping[str, Scalar] | Iterable[tuple[str, Scalar]]) -> tuple[tuple[str, Scalar], ...]:
     items = mapping.items() if isinstance(mapping, Mapping) else mapping
     return tuple((str(k), v) for k, v in items)

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - older Triton
     TensorDescriptor = None
 
 from ceilings.errors import AdvisorError
-from ceilings.launch import Config
+from ceilings.launch import Config, expand_space
 
 # The tuners' search space (ANCHORS section 2): 5 x 4 x 3 x 4 x 2 x 4 = 1,920 configs.
 CONFIG_SPACE: dict[str, tuple[int, ...]] = {
@@ -37,17 +37,7 @@ _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 def config_space() -> list[Config]:
     """Every config of CONFIG_SPACE, in a fixed order."""
-    out = []
-    for bm in CONFIG_SPACE["BLOCK_SIZE_M"]:
-        for bn in CONFIG_SPACE["BLOCK_SIZE_N"]:
-            for bk in CONFIG_SPACE["BLOCK_SIZE_K"]:
-                for gm in CONFIG_SPACE["GROUP_SIZE_M"]:
-                    for nw in CONFIG_SPACE["num_warps"]:
-                        for ns in CONFIG_SPACE["num_stages"]:
-                            params = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk,
-                                      "GROUP_SIZE_M": gm}
-                            out.append(Config(params, num_warps=nw, num_stages=ns))
-    return out
+    return expand_space(CONFIG_SPACE)
 
 
 def resource_precheck(config: Config, max_shared_bytes: int, dtype_bytes: int = 2,
