@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from advisor import measure
+from ceilings.compile import launch_arguments
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config, Launch
 
@@ -41,27 +42,6 @@ def make_tensors(launch: Launch, seed: int = 0) -> dict:
     return out
 
 
-def _arguments(fn, launch: Launch, tensors: dict, config: Config) -> tuple[list, dict]:
-    scalars = dict(launch.scalars)
-    constexprs = {**dict(launch.constexprs), **config.params}
-    args, kwargs = [], {}
-    for param in fn.params:
-        if param.is_constexpr:
-            if param.name in constexprs:
-                kwargs[param.name] = constexprs[param.name]
-            continue
-        if param.name in tensors:
-            args.append(tensors[param.name])
-        elif param.name in scalars:
-            args.append(scalars[param.name])
-        elif param.has_default:
-            args.append(param.default)
-        else:
-            raise AdvisorError(f"launch of {launch.kernel} gives no value for argument {param.name}")
-    kwargs.update(num_warps=config.num_warps, num_stages=config.num_stages)
-    return args, kwargs
-
-
 def launch_measurer(fn, launch: Launch, grid: Callable[[Config], tuple[int, ...]], label: str,
                     tol: float = 1e-2) -> Callable[[Config], float]:
     """config -> median us; the first call's config (or the launch's) is the reference."""
@@ -72,7 +52,8 @@ def launch_measurer(fn, launch: Launch, grid: Callable[[Config], tuple[int, ...]
     reference: dict = {}
 
     def run_once(config: Config):
-        args, kwargs = _arguments(fn, launch, work, config)
+        args, kwargs = launch_arguments(fn, launch.with_config(config), work)
+        kwargs.update(num_warps=config.num_warps, num_stages=config.num_stages)
         g = grid(config)
         return lambda: fn[g](*args, **kwargs)
 

@@ -24,8 +24,10 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ceilings.errors import AdvisorError
 from ceilings.launch import Launch
@@ -175,10 +177,12 @@ def _constexpr_value(value):
     return value
 
 
-def launch_arguments(fn, launch: Launch) -> tuple[list, dict]:
-    """Positional stand-ins and keyword constexprs for `fn`, from the launch."""
+def launch_arguments(fn, launch: Launch, tensors: Mapping[str, Any] | None = None) -> tuple[list, dict]:
+    """Positional arguments and keyword constexprs for `fn`, from the launch: stand-in tensors for
+    compiling, or the given real `tensors` (by argument name) for running it."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
+    real = tensors
     tensors = {t.name: t for t in launch.tensors}
     scalars = dict(launch.scalars)
     constexprs = {**dict(launch.constexprs), **launch.config.params}
@@ -191,7 +195,9 @@ def launch_arguments(fn, launch: Launch) -> tuple[list, dict]:
             elif not param.has_default:
                 raise AdvisorError(f"launch of {launch.kernel} gives no value for constexpr {name}")
             continue
-        if name in tensors:
+        if real is not None and name in real:
+            args.append(real[name])
+        elif name in tensors:
             t = tensors[name]
             base = _FakeTensor(t.dtype, t.shape)
             block = getattr(t, "block_shape", None)
