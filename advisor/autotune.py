@@ -91,14 +91,9 @@ def build_launch(fn, named_args: dict, kwargs: dict, config: Config) -> Launch:
 
 def inferred_grid(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
     """One axis: the product of cdiv(X, BLOCK_X) over tile parameters matched to integer arguments."""
-    from advisor.search import _TILE_PARAM
+    from advisor.search import tile_dims
 
-    lower = {k.lower(): v for k, v in launch.scalars if isinstance(v, int) and not isinstance(v, bool)}
-    tiles = []
-    for name in launch.config.params:
-        m = _TILE_PARAM.match(name)
-        if m and lower.get(m.group(3).lower(), 0) > 0:
-            tiles.append((name, lower[m.group(3).lower()]))
+    tiles = tile_dims(launch, spellings=("{x}",))
     if not tiles:
         raise RuntimeError("cannot infer the grid; pass grid= to advisor.prune")
     return lambda config: (math.prod(-(-dim // config[name]) for name, dim in tiles),)

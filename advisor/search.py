@@ -445,6 +445,26 @@ def _module_of(path: Path):
 _TILE_PARAM = re.compile(r"^(BLOCK|TILE)(_SIZE)?_([A-Z0-9]+)$")
 
 
+SIZE_SPELLINGS = ("{x}", "n_{x}", "size_{x}", "{x}_size", "n{x}")
+
+
+def tile_dims(launch: Launch, spellings: Sequence[str] = SIZE_SPELLINGS) -> list[tuple[str, int]]:
+    """(tile parameter, size it tiles) pairs: BLOCK_X / BLOCK_SIZE_X / TILE_X of the config matched, case
+    ignored, to a positive integer argument of the launch spelled as one of `spellings` of X."""
+    lower = {k.lower(): v for k, v in launch.scalars if isinstance(v, int) and not isinstance(v, bool)}
+    out = []
+    for name, value in launch.config.params.items():
+        m = _TILE_PARAM.match(name)
+        if not m or not isinstance(value, int) or value <= 0:
+            continue
+        x = m.group(3).lower()
+        for spelling in spellings:
+            if lower.get(spelling.format(x=x), 0) > 0:
+                out.append((name, lower[spelling.format(x=x)]))
+                break
+    return out
+
+
 def grid_rule(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
     """How the launch's grid follows its config, inferred from the recorded grid.
 
@@ -453,18 +473,7 @@ def grid_rule(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
     the launch, times a leftover factor that does not depend on the config (batch, heads). Axes that no
     such product explains keep their size (persistent grids, fixed batch axes).
     """
-    scalars = {k: v for k, v in launch.scalars if isinstance(v, int) and not isinstance(v, bool)}
-    lower = {k.lower(): v for k, v in scalars.items()}
-    tiles = []
-    for name, value in launch.config.params.items():
-        m = _TILE_PARAM.match(name)
-        if not m or not isinstance(value, int) or value <= 0:
-            continue
-        x = m.group(3).lower()
-        for cand in (x, f"n_{x}", f"size_{x}", f"{x}_size", f"n{x}"):
-            if cand in lower and lower[cand] > 0:
-                tiles.append((name, lower[cand]))
-                break
+    tiles = tile_dims(launch)
     rules: list[tuple[list[tuple[str, int]], int]] = []
     used: set[str] = set()
     for size in launch.grid:
