@@ -22,7 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.predict import Dataset, load_sweeps, shape_folds, train  # noqa: E402
+from advisor.model.dataset import Dataset, load_sweeps, shape_folds  # noqa: E402
+from advisor.model.predict import train  # noqa: E402
 
 
 def _ranks(v: np.ndarray) -> np.ndarray:
@@ -62,7 +63,7 @@ def metrics(test: Dataset, predicted_us: np.ndarray) -> dict:
 def calibrated_split(data: Dataset, tune: Dataset) -> dict:
     """Train without the tuned GPU, fine-tune on its short sweep, test on its shapes outside that sweep;
     the same test rows without the fine-tuning are the unseen-GPU baseline."""
-    from advisor.predict import fine_tune
+    from advisor.model.predict import fine_tune
 
     (target,) = sorted(set(tune.gpu))
     gpus = np.array(data.gpu)
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="write all results here")
     parser.add_argument("--tune", nargs="+", default=[],
                         help="short sweeps of one GPU for the calibration tier: train on the other GPU, fine-tune "
-                             "on these (advisor.predict.fine_tune), test on that GPU's other shapes")
+                             "on these (advisor.model.predict.fine_tune), test on that GPU's other shapes")
     args = parser.parse_args(argv)
     data = load_sweeps(args.h100 + args.h200)
     gpus = np.array(data.gpu)

@@ -2,7 +2,7 @@
 
     python benchmarks/attention_sweep.py --out OUT [--deadline 300] [--workers 15]
 
-The same plan as `advisor collect attention` (advisor.collect.attention_plan): sequences 256..8192
+The same plan as `advisor collect attention` (advisor.measure.collect.attention_plan): sequences 256..8192
 with head_dim 64 and 128, batch x heads chosen so each case moves about the same work; every config of
 kernels.attention.CONFIG_SPACE that passes the register precheck; random bf16 data, checked against a
 float32 reference (relative error < 1e-2) before timing (CUDA graph of 10 launches, median of 20
@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.collect import attention_plan  # noqa: E402
-from advisor.sweep import sweep_cli  # noqa: E402
+from advisor.measure.collect import attention_plan  # noqa: E402
+from advisor.measure.sweep import sweep_cli  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.moe_tune import read_results  # noqa: E402
-from advisor.predict import row_demand  # noqa: E402
+from advisor.measure.moe_tune import read_results  # noqa: E402
+from advisor.model.dataset import row_demand  # noqa: E402
 from ceilings.hardware import Calibration, get_spec, rates_for  # noqa: E402
 from ceilings.roofline import roofline  # noqa: E402
 

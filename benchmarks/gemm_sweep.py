@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.collect import gemm_plan  # noqa: E402
-from advisor.sweep import sweep_cli  # noqa: E402
+from advisor.measure.collect import gemm_plan  # noqa: E402
+from advisor.measure.sweep import sweep_cli  # noqa: E402
 
 
 def _options(parser) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.moe_tune import ranked_by_case, read_results, row_config  # noqa: E402
+from advisor.measure.moe_tune import ranked_by_case, read_results, row_config  # noqa: E402
 from kernels.moe_configs import ConfigTable, config_file_name, default_config, write_config_file  # noqa: E402
 from kernels.moe_presets import get_preset  # noqa: E402
 

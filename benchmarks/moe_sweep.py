@@ -4,7 +4,7 @@
 
 Cases: ANCHORS section 3's three shapes (Mixtral-8x7B TP2, Qwen2-57B-A14B TP2, Qwen3-30B-A3B TP4)
 x M in {1, 16, 64, 256, 1024, 4096}, GEMM1 of the layer, uniform random top-k routing, random
-bf16 data. Configs (`advisor.moe_tune`): every tile/warps/stages combination of the 1,920-config
+bf16 data. Configs (`advisor.measure.moe_tune`): every tile/warps/stages combination of the 1,920-config
 space that passes the resource precheck, once, with a seeded random GROUP_SIZE_M, plus the default
 rule's configs; --refine then tries every GROUP_SIZE_M and num_stages for each case's 3 fastest.
 Timing: CUDA graph of 10 launches, median of 20 replays, no L2 flush, after a check against the
@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor import measure  # noqa: E402
-from advisor import moe_tune as tune  # noqa: E402
-from advisor.collect import MOE_CASES, MOE_MS, moe_specs, parse_moe_cases  # noqa: E402
+from advisor.measure import moe_tune as tune  # noqa: E402
+from advisor.measure import timing as measure  # noqa: E402
+from advisor.measure.collect import MOE_CASES, MOE_MS, moe_specs, parse_moe_cases  # noqa: E402
 from kernels.moe_configs import default_config  # noqa: E402
 
 ANCHOR_CASES, ANCHOR_MS = MOE_CASES, MOE_MS

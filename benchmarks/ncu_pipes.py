@@ -45,7 +45,7 @@ def launches() -> list[tuple[MoEGemmSpec, Config]]:
 def run() -> None:
     import torch
 
-    from advisor.moe_tune import make_case
+    from advisor.measure.moe_tune import make_case
 
     for spec, config in launches():
         case = make_case(spec)
@@ -56,7 +56,7 @@ def run() -> None:
 
 
 def predict() -> list[dict]:
-    from advisor.moe_tune import make_case
+    from advisor.measure.moe_tune import make_case
     from ceilings.compile import compile_launch
     from ceilings.sass import count_instructions, early_exit_counts, weigh
     from ceilings.ttir_eval import loop_trip_counts

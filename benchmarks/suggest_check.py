@@ -29,7 +29,7 @@ SWEEP = Path(__file__).resolve().parent / "data" / "h100_moe_gemm1_sweep_v2.csv.
 
 
 def cmd_rank(args) -> int:
-    from advisor.search import MoESubject, search
+    from advisor.advice.search import MoESubject, search
 
     out = []
     for name, tp in CASES:
@@ -46,8 +46,8 @@ def cmd_rank(args) -> int:
 
 
 def cmd_measure(args) -> int:
-    from advisor import moe_tune as tune
-    from advisor.search import MoESubject
+    from advisor.advice.search import MoESubject
+    from advisor.measure import moe_tune as tune
     from ceilings.launch import Config
 
     ranked = json.loads(Path(args.ranked).read_text())
@@ -103,8 +103,8 @@ def cmd_autotune(args) -> int:
     import triton
 
     import advisor
-    from advisor import measure
-    from advisor.sweep import STANDARD_TIMING
+    from advisor.measure import timing as measure
+    from advisor.measure.sweep import STANDARD_TIMING
     from ceilings.compile import load_kernel
 
     jit = load_kernel(str(Path(__file__).resolve().parents[1] / "tests/fixtures/matmul_kernel.py"), "matmul_kernel")

@@ -179,3 +179,12 @@ def compile_config(spec: MoEGemmSpec, config: Config) -> dict:
         compute_type=fm._TL_DTYPES[dtype],
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
     return loaded_resources(kernel)
+
+
+ENGINE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M")
+
+
+def row_config(row: dict) -> Config:
+    """The config of a fused-MoE sweep row (its engine keys, warps and stages)."""
+    return Config({k: int(row[k]) for k in ENGINE_KEYS}, num_warps=int(row["num_warps"]),
+                  num_stages=int(row["num_stages"]))

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ceilings.errors import AdvisorError
+from ceilings.files import atomic_write
 from ceilings.launch import Config
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "configs"
@@ -109,15 +109,7 @@ def write_config_file(path: str | os.PathLike, table: ConfigTable) -> Path:
     """Write atomically: a temporary file in the same folder, then a rename over the target."""
     path = Path(path)
     text = format_config_table(table)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text.encode())
     return path
 
 

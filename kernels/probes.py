@@ -2,7 +2,7 @@
 
 Each does known work with as little else as possible: an FP32 FMA chain in registers, a chain of
 exp2 on the special-function unit, and a streaming read of a buffer (DRAM when it is far larger
-than L2, L2 when it fits). The host side lives in advisor.calibrate.
+than L2, L2 when it fits). The host side lives in advisor.measure.calibrate.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.apply import (
+from advisor.advice.apply import (
     Edit,
     backup_path,
     check_fits,

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from advisor.cli import main
-from advisor.collect import build_plan
+from advisor.measure.collect import build_plan
 from ceilings.errors import AdvisorError
 
 

@@ -24,6 +24,14 @@ FORBIDDEN = {
 }
 BEYOND_TOP = "<beyond-top-level>"
 
+# Inside advisor/, by job (docs/architecture.md): what each sub-package may not import.
+SUB_FORBIDDEN = {
+    "advisor.capture": {"advisor.model", "advisor.measure", "advisor.advice", "advisor.cli", "advisor.commands"},
+    "advisor.model": {"advisor.measure", "advisor.advice", "advisor.cli", "advisor.commands"},
+    "advisor.measure": {"advisor.advice", "advisor.cli", "advisor.commands"},
+    "advisor.advice": {"advisor.cli", "advisor.commands"},
+}
+
 
 def imported_modules(source: str, package: str, filename: str = "<source>") -> set[str]:
     """Absolute names of the modules a file imports; `package` is the dotted package the file is in
@@ -42,6 +50,8 @@ def imported_modules(source: str, package: str, filename: str = "<source>") -> s
                 found.add(".".join(base + ([node.module] if node.module else [])))
             elif node.module:
                 found.add(node.module)
+                # `from advisor import cli` names the module advisor.cli too (for the sub-package rules)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
@@ -54,11 +64,15 @@ def imported_modules(source: str, package: str, filename: str = "<source>") -> s
 
 def violations(source: str, package: str, filename: str = "<source>") -> list[str]:
     layer = package.split(".")[0]
+    room = ".".join(package.split(".")[:2])
+    below = SUB_FORBIDDEN.get(room, set())
     bad = []
     for module in sorted(imported_modules(source, package, filename)):
         top = module.split(".")[0]
         if top in FORBIDDEN[layer] or top == BEYOND_TOP:
             bad.append(f"{filename}: {layer} imports {module}")
+        elif any(module == f or module.startswith(f + ".") for f in below):
+            bad.append(f"{filename}: {room} imports {module}")
     return bad
 
 
@@ -75,10 +89,15 @@ def test_core_layers_have_files():
     assert layer_files("kernels")
 
 
-@pytest.mark.parametrize("package", list(FORBIDDEN))
+def test_advisor_sub_packages_exist():
+    for room in SUB_FORBIDDEN:
+        assert layer_files(room.replace(".", "/")), f"{room} has no files: is the test looking in the right place?"
+
+
+@pytest.mark.parametrize("package", list(FORBIDDEN) + list(SUB_FORBIDDEN))
 def test_layering(package):
     bad = []
-    for path, dotted in layer_files(package):
+    for path, dotted in layer_files(package.replace(".", "/")):
         bad += violations(path.read_text(), dotted, str(path.relative_to(REPO)))
     assert not bad, "imports against the layering:\n" + "\n".join(bad)
 
@@ -96,6 +115,11 @@ def test_layering(package):
     ("advisor", "try:\n    import tui.app as app\nexcept ImportError:\n    app = None\n"),
     ("advisor.views", "from ...tui import app\n"),
     ("kernels.configs", "from .. import fused_moe\nfrom advisor import cli\n"),
+    ("advisor.model", "from advisor.advice.search import search\n"),
+    ("advisor.model", "def f():\n    from advisor.measure import timing\n"),
+    ("advisor.capture", "from advisor.model.predict import model_for\n"),
+    ("advisor.capture", "from ..advice import apply\n"),
+    ("advisor.measure", "from advisor import cli\n"),
 ])
 def test_checker_flags_violations(package, source):
     assert violations(source, package)
@@ -107,6 +131,9 @@ def test_checker_flags_violations(package, source):
     ("advisor", "from kernels.moe_configs import get_config\nfrom ceilings import Config\nimport rich\n"),
     ("advisor", "import textual_lookalike\n"),
     ("advisor.views", "from .. import cli\nfrom ..report import render\nfrom . import table\n"),
+    ("advisor.measure", "from advisor.model.predict import fine_tune\nfrom advisor.measure import timing\n"),
+    ("advisor.advice", "from advisor.model.predict import model_for\nfrom advisor.capture.trace import read_trace\n"),
+    ("advisor.model", "from ceilings.roofline import roofline\nfrom kernels.moe_bench import row_config\n"),
     ("tui", "from textual.app import App\nfrom advisor import cli\nfrom kernels import fused_moe\n"),
 ])
 def test_checker_allows_downward_imports(package, source):

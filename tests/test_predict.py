@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from advisor.features import FEATURES, feature_row, tile_sizes
-from advisor.predict import MODEL_DIR, LatencyModel, predict_ceilings, rows_to_dataset, shape_folds, train
+from advisor.model.dataset import rows_to_dataset, shape_folds
+from advisor.model.features import FEATURES, feature_row, tile_sizes
+from advisor.model.predict import MODEL_DIR, LatencyModel, predict_ceilings, train
 from ceilings.hardware import get_spec, rates_for
 from ceilings.launch import Config
 from ceilings.roofline import roofline
@@ -80,7 +81,7 @@ def test_dataset_split_and_training_on_a_small_synthetic_set(tmp_path):
 
 
 def test_shipped_model_predicts_within_its_interval_and_above_the_ceiling():
-    from advisor.ceiling import moe_ceiling
+    from advisor.advice.ceiling import moe_ceiling
 
     model = LatencyModel.load(MODEL_DIR)
     assert model.meta["rows"] >= 1000 and "NVIDIA H100 80GB HBM3" in model.meta["gpus"]
@@ -115,7 +116,7 @@ def test_predict_cli_json_adds_the_prediction():
 
 
 def test_rows_of_every_shipped_family_become_feature_rows():
-    from advisor.predict import row_demand
+    from advisor.model.dataset import row_demand
 
     softmax_row = {"kernel": "softmax_kernel", "shape": "COLS2048", "M": "4096", "gemm": "1", "num_warps": "8",
                    "num_stages": "1", "params": json.dumps({"BLOCK_N": 2048, "ROWS_PER_PROGRAM": 2})}
@@ -128,7 +129,7 @@ def test_rows_of_every_shipped_family_become_feature_rows():
 
 
 def test_attention_rows_become_demands():
-    from advisor.predict import row_demand
+    from advisor.model.dataset import row_demand
 
     row = {"kernel": "attention_kernel", "shape": "SEQ2048_D128", "M": "16", "gemm": "1", "num_warps": "8",
            "num_stages": "2", "params": json.dumps({"BLOCK_M": 128, "BLOCK_N": 64})}
@@ -147,7 +148,7 @@ def test_numpy_trees_equal_xgboost_and_need_no_xgboost(tmp_path):
     x[::5, 7] = np.nan
     for got, want in zip(model_np.predict_log_ratio(x), model_xgb.predict_log_ratio(x), strict=True):
         assert np.allclose(got, want, atol=1e-5, rtol=0)
-    code = ("import sys; sys.modules['xgboost'] = None; from advisor.predict import LatencyModel; "
+    code = ("import sys; sys.modules['xgboost'] = None; from advisor.model.predict import LatencyModel; "
             "m = LatencyModel.load(); "
             "import numpy as np; m.predict_log_ratio(np.zeros((3, len(m.meta['features'])), np.float32)); "
             "print(type(m.median).__name__)")
@@ -159,9 +160,9 @@ def test_numpy_trees_equal_xgboost_and_need_no_xgboost(tmp_path):
 def test_calibrate_tune_from_a_sweep_is_used_for_that_gpu(tmp_path, monkeypatch):
     """`advisor calibrate --tune --sweep CSV` fine-tunes the shipped boosters on one GPU's points and stores the
     model beside the calibration; predictions for that GPU then use it, other GPUs keep the shipped model."""
-    import advisor.predict as pred
+    import advisor.model.predict as pred
     from advisor.cli import main
-    from advisor.predict import load_sweeps
+    from advisor.model.dataset import load_sweeps
 
     monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path))
     monkeypatch.setattr(pred, "_LOADED", {})

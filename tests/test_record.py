@@ -1,4 +1,4 @@
-"""`advisor record` and the launch trace format (advisor/record.py, advisor/trace.py, docs/trace.md).
+"""`advisor record` and the launch trace format (advisor/capture/record.py, advisor/capture/trace.py, docs/trace.md).
 
 The recording tests run a small program in a child process: under TRITON_INTERPRET=1 here (the
 interpreter capture path), through Triton's launch hooks where a GPU runs the kernels.
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from advisor.record import child_command, record, record_main
-from advisor.trace import FORMAT, VERSION, Trace, dedupe, is_trace, read_trace, write_trace
+from advisor.capture.record import child_command, record, record_main
+from advisor.capture.trace import FORMAT, VERSION, Trace, dedupe, is_trace, read_trace, write_trace
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config, Launch, TensorArg
 
@@ -162,7 +162,7 @@ def test_record_module_and_bad_programs(tmp_path, capfd):
 def test_child_command_forms(tmp_path):
     script = tmp_path / "p.py"
     script.write_text("")
-    boot = str(Path(__file__).resolve().parents[1] / "advisor" / "_record_boot.py")
+    boot = str(Path(__file__).resolve().parents[1] / "advisor" / "capture" / "boot.py")
     assert child_command(["python3", "-u", "-X", "dev", str(script), "a"], "c.json") == [
         sys.executable, "-u", "-X", "dev", boot, "c.json", "script", str(script), "a"]
     assert child_command([str(script), "--flag"], "c.json")[-3:] == ["script", str(script), "--flag"]

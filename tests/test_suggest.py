@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from advisor.advice.search import MoESubject, grid_rule, neighbours, search
 from advisor.cli import main
-from advisor.search import MoESubject, grid_rule, neighbours, search
 from ceilings.launch import Config, Launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,7 +184,7 @@ def test_prune_keeps_the_predicted_fastest_autotune_configs():
     import triton
 
     import advisor
-    from advisor.autotune import Pruner, rank
+    from advisor.advice.autotune import Pruner, rank
     from ceilings.compile import load_kernel
 
     fn = load_kernel(str(FIXTURES / "matmul_kernel.py"), "matmul_kernel")
@@ -208,8 +208,8 @@ def test_prune_keeps_the_predicted_fastest_autotune_configs():
 def test_apply_verify_rolls_back_a_slower_or_wrong_config(outcome, capsys, tmp_path, monkeypatch):
     """--verify measures before and after (a fake GPU here) and restores the file when the new config is
     slower or gives a wrong result."""
-    from advisor import search as srch
-    from advisor.measure import MeasurementError
+    from advisor.advice import search as srch
+    from advisor.measure.timing import MeasurementError
 
     path = tmp_path / "E=64,N=1280,device_name=NVIDIA_H100_80GB_HBM3.json"
     shutil.copy(ROOT / "kernels/configs" / path.name, path)

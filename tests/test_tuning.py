@@ -11,8 +11,9 @@ import gzip
 import pytest
 import torch
 
-from advisor import measure, moe_tune
-from advisor.sweep import CSV_FIELDS, SweepPlan, _ResultWriter, read_done, row_key
+from advisor.measure import moe_tune
+from advisor.measure import timing as measure
+from advisor.measure.sweep import CSV_FIELDS, SweepPlan, _ResultWriter, read_done, row_key
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from kernels.fused_moe import CONFIG_SPACE, config_space, resource_precheck
@@ -167,7 +168,7 @@ def test_describe_launch_matches_the_kernel_arguments():
 
 @pytest.mark.gpu
 def test_sweep_on_gpu_records_and_resumes(tmp_path):
-    from advisor.sweep import run_sweep
+    from advisor.measure.sweep import run_sweep
     from kernels.moe_bench import compile_config
 
     specs = [MoEGemmSpec(8, 2, 256, 512, m) for m in (1, 64)]

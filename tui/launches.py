@@ -1,9 +1,10 @@
 """What the TUI shows, gathered through the advisor's own functions (no textual here).
 
 The TUI holds no advice logic: kernels come from `ceilings.compile.find_kernels`, launches from
-`advisor.suggest.subjects_for` (the same call `advisor suggest` makes), rankings from
-`advisor.search.search`, edits from `advisor.suggest.plan_apply` and `advisor.apply.write`. This module
-only decides what to list (which presets, token counts and shapes) and where to look in the source.
+`advisor.advice.suggest.subjects_for` (the same call `advisor suggest` makes), rankings from
+`advisor.advice.search.search`, edits from `advisor.advice.suggest.plan_apply` and
+`advisor.advice.apply.write`. This module only decides what to list (which presets, token counts
+and shapes) and where to look in the source.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def config_lines(path: str | Path, source: str, kernel: str, params: Sequence[st
     BLOCK/GROUP/TILE one when no config is known yet)."""
     marked: set[int] = set()
     try:
-        from advisor.apply import read_autotune_configs
+        from advisor.advice.apply import read_autotune_configs
 
         marked.update(line for _, line in read_autotune_configs(path, kernel))
     except (ImportError, AdvisorError, SyntaxError, OSError):
@@ -161,7 +162,7 @@ def discover(path: str | Path, trace: str | None = None, preset: str | None = No
              shapes: Sequence[str] | None = None) -> FileModel:
     """The kernels of `path` and their known launches (a trace's come from `trace_launches`, so that a bad
     trace leaves the kernels listed). Raises AdvisorError for a file that cannot be read or imported."""
-    from advisor.ceiling import _shipped_shape_kernels, is_shipped_moe, is_shipped_shape_kernel
+    from advisor.advice.ceiling import _shipped_shape_kernels, is_shipped_moe, is_shipped_shape_kernel
     from ceilings.compile import find_kernels, load_module
 
     path = Path(path)
@@ -206,7 +207,7 @@ def shape_ref(kernel: str, shape: str) -> LaunchRef:
 
 def trace_launches(path: str | Path, trace: str, gpu: str) -> list[LaunchRef]:
     """One launch per subject of `subjects_for(path, trace=...)`, as `advisor suggest` lists them."""
-    from advisor.suggest import subjects_for
+    from advisor.advice.suggest import subjects_for
 
     subjects = subjects_for(str(path), trace=trace, gpu=gpu)
     return [LaunchRef("trace", s.kernel, f"#{i + 1} " + _short_label(s.label, s.kernel), trace=str(trace), index=i)
@@ -245,7 +246,7 @@ def parse_moe_form(text: str, default_preset: str | None, default_tp: int | None
 
 def subject_for(path: str | Path, ref: LaunchRef, gpu: str, config_dir: str | None = None):
     """The advisor's subject of a launch, through `subjects_for` (the CLI's own entry point)."""
-    from advisor.suggest import subjects_for
+    from advisor.advice.suggest import subjects_for
 
     if ref.kind == "moe":
         return subjects_for(str(path), preset=ref.preset, tp=ref.tp, tokens=[ref.tokens], gpu=gpu,
@@ -259,7 +260,7 @@ def subject_for(path: str | Path, ref: LaunchRef, gpu: str, config_dir: str | No
 
 
 def advise_one(subject, top_k: int = 5, confirm: bool = True):
-    from advisor.suggest import advise
+    from advisor.advice.suggest import advise
 
     return advise([subject], top_k=top_k, confirm=confirm)[0]
 
@@ -269,7 +270,7 @@ def measure_advice(subject, top_k: int, confirm: bool, on_timed: Callable[[int],
     """`search(subject, top_k, confirm, measure=top_k)` with a hook around each timing (progress, cancel).
 
     The hook wraps the subject's own measurer; `Cancelled` stops the search between two timings."""
-    from advisor.search import search
+    from advisor.advice.search import search
 
     original = subject.measurer
     count = [0]
@@ -301,8 +302,8 @@ class Cancelled(Exception):
 
 def plan_edits(advice, chosen) -> list:
     """The edits that write `chosen` (a candidate of `advice`) where its launch reads its config,
-    from `advisor.suggest.plan_apply`; raises AdvisorError when it cannot be written."""
-    from advisor.suggest import check_fit, plan_apply
+    from `advisor.advice.suggest.plan_apply`; raises AdvisorError when it cannot be written."""
+    from advisor.advice.suggest import check_fit, plan_apply
 
     others = [c for c in advice.ranked if c is not chosen]
     picked = replace(advice, ranked=[chosen, *others])
@@ -311,7 +312,7 @@ def plan_edits(advice, chosen) -> list:
 
 
 def write_edits(edits) -> list[str]:
-    from advisor import apply
+    from advisor.advice import apply
 
     done = []
     for edit in edits:

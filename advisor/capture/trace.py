@@ -228,7 +228,7 @@ def write_trace(path: str | os.PathLike, trace: Trace) -> Path:
     """Write the trace atomically: a temporary file in the same folder, then a rename over `path`."""
     path = Path(path)
     text = json.dumps(trace.to_dict(), indent=1) + "\n"
-    from advisor.apply import atomic_write
+    from ceilings.files import atomic_write
 
     try:
         atomic_write(path, text.encode())

@@ -1,11 +1,11 @@
 """`advisor record -- python prog.py [args]`: run a program and write every Triton launch it makes to a trace.
 
 The program runs in a child Python process (this advisor's interpreter, `sys.executable`) started
-through `advisor/_record_boot.py`, which installs the launch capture before the program's first
+through `advisor/capture/boot.py`, which installs the launch capture before the program's first
 line and saves the launches it saw, deduplicated with a count, when the process exits. This side
-reads that file, checks each launch, and writes the trace (`advisor.trace`, docs/trace.md).
+reads that file, checks each launch, and writes the trace (`advisor.capture.trace`, docs/trace.md).
 
-Where the capture comes from (details in `_record_boot`): compiled kernels (a GPU, TRITON_INTERPRET
+Where the capture comes from (details in `advisor/capture/boot.py`): compiled kernels (a GPU, TRITON_INTERPRET
 unset) through Triton's launch hooks (`knobs.runtime.launch_enter_hook`, with a per-kernel
 `launch_metadata` callback attached from `knobs.runtime.jit_cache_hook`); interpreted kernels
 (TRITON_INTERPRET=1), which call no hook, through a wrapper around the interpreter's
@@ -25,10 +25,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor.trace import Trace, dedupe, now_iso, parse_entry, unzip_entries, write_trace
+from advisor.capture.trace import Trace, dedupe, now_iso, parse_entry, unzip_entries, write_trace
 from ceilings.errors import AdvisorError
 
-BOOT = Path(__file__).resolve().parent / "_record_boot.py"
+BOOT = Path(__file__).resolve().parent / "boot.py"
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 # Interpreter options that take a value, as in `python -X dev prog.py`.
 _OPTION_WITH_VALUE = {"-X", "-W", "--check-hash-based-pycs"}

@@ -24,13 +24,13 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ceilings.errors import AdvisorError
+from ceilings.files import default_mode, write_atomic
 from ceilings.launch import Config
 from kernels.moe_configs import ConfigTable, parse_config_text
 
@@ -94,44 +94,6 @@ def _read(path: Path, missing_ok: bool = False) -> bytes | None:
                            "check its permissions") from None
 
 
-def _default_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write `data` to `path` atomically (an existing file's mode kept, else the umask's)."""
-    path = Path(path)
-    if mode is None:
-        mode = os.stat(path).st_mode & 0o7777 if path.exists() else _default_mode()
-    _atomic_write(path, data, mode)
-
-
-def _atomic_write(path: Path, data: bytes, mode: int) -> None:
-    """A temporary file in the same folder, fsynced, then renamed over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable; not every platform lets a folder be opened
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 def backup_path(path: str | os.PathLike) -> Path:
@@ -154,12 +116,12 @@ def write(edit: Edit, backup: bool = True) -> Path | None:
     if not edit.changed:
         return None
     try:
-        mode = os.stat(target).st_mode & 0o7777 if current is not None else _default_mode()
+        mode = os.stat(target).st_mode & 0o7777 if current is not None else default_mode()
         saved = None
         if backup and current is not None:
             saved = backup_path(target)
-            _atomic_write(saved, current, mode)
-        _atomic_write(target, edit.after, mode)
+            write_atomic(saved, current, mode)
+        write_atomic(target, edit.after, mode)
     except OSError as exc:
         raise AdvisorError(f"{edit.path} cannot be written ({exc.strerror or exc.__class__.__name__}); "
                            "check the folder's permissions and free space") from None
@@ -178,7 +140,7 @@ def rollback(path: str | os.PathLike, backup: str | os.PathLike) -> None:
     target = Path(os.path.realpath(path))
     try:
         mode = os.stat(target).st_mode & 0o7777 if target.exists() else os.stat(backup).st_mode & 0o7777
-        _atomic_write(target, old, mode)
+        write_atomic(target, old, mode)
     except OSError as exc:
         raise AdvisorError(f"{path} cannot be restored from {backup} ({exc.strerror or exc.__class__.__name__}); "
                            f"copy {backup} over it by hand") from None

@@ -17,12 +17,20 @@ user error. Nothing here imports textual.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from advisor.search import Advice, Candidate, Location, MoESubject, Subject, engine_key_line, predict_candidates, search
+from advisor.advice.search import (
+    Advice,
+    Candidate,
+    Location,
+    MoESubject,
+    Subject,
+    engine_key_line,
+    predict_candidates,
+    search,
+)
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling
@@ -155,8 +163,8 @@ def trace_subjects(path: str | Path, gpu: str | None = None, kernel_file: str | 
                    kernel: str | None = None, calibrated: bool = True) -> list[Subject]:
     """One subject per distinct launch of a trace (or launch JSON); the space the kernel's file declares
     (autotune list, CONFIG_SPACE) or the neighbours of the recorded config."""
-    from advisor.search import LaunchSubject, declared_space
-    from advisor.trace import read_trace
+    from advisor.advice.search import LaunchSubject, declared_space
+    from advisor.capture.trace import read_trace
 
     trace = read_trace(path)
     out = []
@@ -183,8 +191,8 @@ def trace_subjects(path: str | Path, gpu: str | None = None, kernel_file: str | 
 
 def shipped_shape_subject(launch, gpu: str, calibrated: bool = True) -> Subject | None:
     """A traced launch of the shipped GEMM, softmax or attention kernel as their exact shape subject."""
-    from advisor.ceiling import is_shipped_shape_kernel
-    from advisor.search import ShapeSubject
+    from advisor.advice.ceiling import is_shipped_shape_kernel
+    from advisor.advice.search import ShapeSubject
 
     if not is_shipped_shape_kernel(launch.source):
         return None
@@ -211,8 +219,8 @@ def shipped_shape_subject(launch, gpu: str, calibrated: bool = True) -> Subject 
 def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens: Sequence[int] | None = None,
                  shapes: Sequence[str] | None = None, trace: str | None = None, kernel: str | None = None,
                  gpu: str | None = None, config_dir: str | None = None, calibrated: bool = True) -> list[Subject]:
-    from advisor.ceiling import is_shipped_moe, is_shipped_shape_kernel
-    from advisor.search import ShapeSubject
+    from advisor.advice.ceiling import is_shipped_moe, is_shipped_shape_kernel
+    from advisor.advice.search import ShapeSubject
 
     path = Path(target)
     if not path.exists():
@@ -245,105 +253,6 @@ def advise(subjects: Sequence[Subject], top_k: int = 5, confirm: bool = True, me
     return [search(s, top_k, confirm, measure=measure) for s in subjects]
 
 
-# ------------------------------------------------------------------------------------------ formats
-
-RULES = {
-    "TA001": ("config-speedup", "A config predicted (or measured) to be faster exists for this launch"),
-    "TA002": ("config-cannot-run", "The current config does not fit the GPU (shared memory, registers)"),
-}
-
-
-def gains(advice: Advice, min_speedup: float) -> bool:
-    return advice.gains(min_speedup)
-
-
-def _rel(path: str) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
-def message(a: Advice) -> str:
-    return (f"{a.subject.label}: {a.current.config.label()} -> {a.best.config.label()}, {a.speedup:.2f}x "
-            f"{'measured' if a.measured else 'predicted'} ({a.current.predicted_us:.1f} -> "
-            f"{a.best.predicted_us:.1f} us); bound by {a.current.ceiling.binding}; {a.why}")
-
-
-def to_json(advices: Sequence[Advice], min_speedup: float) -> str:
-    return json.dumps({"min_speedup": min_speedup, "launches": [dict(a.to_json(), gains=gains(a, min_speedup))
-                                                                for a in advices]}, indent=2)
-
-
-def _escape_data(text: str) -> str:
-    """A workflow command's message: %, CR and LF are escaped (GitHub's workflow-command rules)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    """A workflow command's property value: also ':' and ',' (engine config file names hold commas)."""
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def to_github(advices: Sequence[Advice], min_speedup: float) -> str:
-    lines = []
-    for a in advices:
-        if not gains(a, min_speedup):
-            continue
-        loc = a.subject.location
-        where = f"file={_escape_property(_rel(loc.path))},line={loc.line}," if loc else ""
-        lines.append(f"::warning {where}title=triton-advisor {a.speedup:.2f}x::{_escape_data(message(a))}")
-    return "\n".join(lines)
-
-
-def to_sarif(advices: Sequence[Advice], min_speedup: float) -> str:
-    from advisor import __version__
-
-    results = []
-    for a in advices:
-        if not gains(a, min_speedup):
-            continue
-        result = {"ruleId": "TA001", "level": "warning", "message": {"text": message(a)},
-                  "properties": {"speedup": round(a.speedup, 4), "current": a.current.config.to_dict(),
-                                 "suggested": a.best.config.to_dict(), "launch": a.subject.label}}
-        loc = a.subject.location
-        if loc:
-            result["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": _rel(loc.path)},
-                                                         "region": {"startLine": loc.line}}}]
-        results.append(result)
-    rules = [{"id": rid, "name": name, "shortDescription": {"text": text}} for rid, (name, text) in RULES.items()]
-    log = {"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0",
-           "runs": [{"tool": {"driver": {"name": "triton-advisor", "version": __version__,
-                                         "informationUri": "https://github.com/triton-advisor/triton-advisor",
-                                         "rules": rules}},
-                     "results": results}]}
-    return json.dumps(log, indent=2)
-
-
-def render_text(advices: Sequence[Advice], min_speedup: float) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"triton-advisor suggest (gain shown above {min_speedup:.2f}x)", show_lines=False)
-    for col, justify in (("launch", "left"), ("current", "left"), ("us", "right"), ("suggested", "left"),
-                         ("us", "right"), ("speed-up", "right"), ("bound by", "left"), ("headroom", "right")):
-        table.add_column(col, justify=justify)
-    for a in advices:
-        mark = "bold green" if gains(a, min_speedup) else None
-        table.add_row(a.subject.label, a.current.config.label(), f"{a.time_of(a.current):.1f}",
-                      a.best.config.label(), f"{a.time_of(a.best):.1f}", f"{a.speedup:.2f}x",
-                      a.current.ceiling.binding, f"{a.headroom:.2f}x", style=mark)
-    console = Console()
-    console.print(table)
-    for a in advices:
-        if gains(a, min_speedup):
-            loc = a.subject.location
-            console.print(f"- {a.subject.label}: {a.why}" + (f" [{_rel(loc.path)}:{loc.line}]" if loc else ""),
-                          highlight=False, markup=False)
-    if any(a.measured for a in advices):
-        console.print(f"timed on this GPU: {sum(a.measured for a in advices)} configs", highlight=False)
-
-
 # ------------------------------------------------------------------------------------------ apply
 
 def _moe_parts(subject: Subject) -> list[MoESubject]:
@@ -352,11 +261,11 @@ def _moe_parts(subject: Subject) -> list[MoESubject]:
 
 
 def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, min_speedup: float = 1.0) -> list:
-    """The edits that write each advice's best config where the launch reads it (advisor.apply.Edit list):
+    """The edits that write each advice's best config where the launch reads it (advisor.advice.apply.Edit list):
     fused-MoE launches into their engine config file (the file they were read from, else a new file in
     `config_dir`, by default the project's kernels/configs); autotuned kernels into their
     @triton.autotune list. Only advices that gain more than `min_speedup` are written."""
-    from advisor import apply
+    from advisor.advice import apply
     from kernels.moe_configs import SHIPPED_DIR, config_file_name
 
     engine: dict[Path, dict[int, Config]] = {}

@@ -4,14 +4,14 @@ The launch gives shapes, dtypes and strides, not data: floating tensors get rand
 integer and boolean tensors zeros (a random integer could index out of bounds). Which tensors a kernel
 writes is not known, so after one run from the same inputs every tensor must match the run of the
 reference config (the launch's own); a config that changes any of them beyond `tol` is wrong and not
-timed. Timing is the sweeps' standard (advisor.sweep.STANDARD_TIMING).
+timed. Timing is the sweeps' standard (advisor.measure.sweep.STANDARD_TIMING).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from advisor import measure
+from advisor.measure import timing as measure
 from ceilings.compile import launch_arguments
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config, Launch
@@ -77,7 +77,7 @@ def launch_measurer(fn, launch: Launch, grid: Callable[[Config], tuple[int, ...]
                 elif not torch.equal(t, reference[name]):
                     raise measure.MeasurementError(f"{label} {config.label()}: {name} differs from the "
                                                    "reference config's result; not timed")
-        from advisor.sweep import STANDARD_TIMING
+        from advisor.measure.sweep import STANDARD_TIMING
 
         return measure.time_launch(go, **STANDARD_TIMING).us
 

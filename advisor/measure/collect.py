@@ -2,7 +2,7 @@
 
 Each family's plan names its shapes, the token / row counts and the configs (a seeded random sample of
 the feasible space plus the family's default rule). Every point is checked against a float32 reference
-before it is timed with the standard timing (advisor.sweep.STANDARD_TIMING); rows carry the compiled
+before it is timed with the standard timing (advisor.measure.sweep.STANDARD_TIMING); rows carry the compiled
 kernel's registers, spills and shared bytes, the routing of MoE cases and the config's parameters, so
 `advisor train` can rebuild every feature of the ceiling from them. Runs stop at --deadline and resume
 from the CSV, so a dataset is collected in calls of a few minutes.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from advisor.sweep import SweepPlan, run_sweep
+from advisor.measure.sweep import SweepPlan, run_sweep
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config, expand_space
 
@@ -194,7 +194,7 @@ def build_plan(family: str, shapes: str | None = None, ms: str | None = None, sa
                 cases.append(parts if len(parts) == 3 else attention_cases((parts[0],), (parts[1],))[0])
             return attention_plan(tuple(cases), sample, seed)
         return attention_plan(None, sample, seed)
-    from advisor import moe_tune as tune
+    from advisor.measure import moe_tune as tune
     from kernels import fused_moe as fm
 
     specs = moe_specs(parse_moe_cases(shapes), _ints(ms, MOE_MS, "--ms"), _ints(gemms, (1,), "--gemms"))
@@ -222,7 +222,7 @@ def collect(family: str, out: str | Path, *, shapes: str | None = None, ms: str 
     summary = run_sweep(plan, path, workers=workers, deadline_s=deadline_s, show_progress=show_progress)
     features = None
     try:  # the feature row of every fully timed point, as the model sees it (rebuilt from the CSV at any time)
-        from advisor.predict import load_sweeps
+        from advisor.model.dataset import load_sweeps
 
         features = str(load_sweeps([path]).write_features(path.with_suffix(".features.csv")))
     except AdvisorError:  # nothing fully timed yet (a deadline hit early)

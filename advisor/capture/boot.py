@@ -1,7 +1,7 @@
 """The runner `advisor record` starts: install the launch capture, run the program, save its launches.
 
-Started as `python advisor/_record_boot.py OUT.json (script PATH | module NAME | code TEXT) [ARGS...]`
-by `advisor.record`, never imported by the advisor itself. It needs only the standard library and
+Started as `python advisor/capture/boot.py OUT.json (script PATH | module NAME | code TEXT) [ARGS...]`
+by `advisor.capture.record`, never imported by the advisor itself. It needs only the standard library and
 the Triton the program imports, so it works wherever the program runs, and it drops its own folder
 from `sys.path` first so the program sees the `sys.path` that `python prog.py` would give it.
 

@@ -3,27 +3,24 @@
 The config set is stratified: every (BLOCK_SIZE_M, _N, _K, num_warps, num_stages) of the 1,920-config
 space that passes `fused_moe.resource_precheck` once, with GROUP_SIZE_M drawn at random (seeded),
 plus the default rule's config of every case. An optional refinement then tries every GROUP_SIZE_M
-and num_stages for the three fastest configs of each case. Results go through `advisor.sweep`.
+and num_stages for the three fastest configs of each case. Results go through `advisor.measure.sweep`.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import random
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from advisor.sweep import SweepPlan, run_sweep
+from advisor.measure.sweep import SweepPlan, run_sweep
+from advisor.model.dataset import read_results
 from ceilings.launch import Config
 from kernels import fused_moe as fm
-from kernels.moe_bench import MoEGemmCase, MoEGemmSpec, compile_config
+from kernels.moe_bench import MoEGemmCase, MoEGemmSpec, compile_config, row_config
 from kernels.moe_configs import ConfigTable, default_config
 
 KERNEL = "fused_moe_kernel"
-ENGINE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M")
 # Hopper: 227 KB of shared memory per block (ANCHORS section 4). Used when no GPU is asked.
 HOPPER_MAX_SHARED = 227 * 1024
 
@@ -67,21 +64,6 @@ def sample_configs(sample: int | None, seed: int, specs: Sequence[MoEGemmSpec],
         space = [c for c in fm.config_space() if feasible(c, max_shared)]
         chosen = space if sample >= len(space) else random.Random(seed).sample(space, sample)
     return list(dict.fromkeys(default_configs(specs) + list(chosen)))
-
-
-def read_results(path: str | Path) -> list[dict]:
-    """Rows of a sweep CSV, plain or gzip-compressed."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", newline="") as f:
-        return list(csv.DictReader(io.StringIO(f.read())))
-
-
-def row_config(row: dict) -> Config:
-    return Config({k: int(row[k]) for k in ENGINE_KEYS}, num_warps=int(row["num_warps"]),
-                  num_stages=int(row["num_stages"]))
 
 
 def ranked_by_case(rows: list[dict], kernel: str = KERNEL) -> dict[tuple[str, int], list[dict]]:

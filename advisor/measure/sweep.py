@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from advisor import measure
+from advisor.measure import timing as measure
 from ceilings.launch import Config
 
 CSV_FIELDS = ["date", "gpu", "triton", "torch", "kernel", "gemm", "shape", "M", "BLOCK_SIZE_M", "BLOCK_SIZE_N",

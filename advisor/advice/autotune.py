@@ -91,7 +91,7 @@ def build_launch(fn, named_args: dict, kwargs: dict, config: Config) -> Launch:
 
 def inferred_grid(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
     """One axis: the product of cdiv(X, BLOCK_X) over tile parameters matched to integer arguments."""
-    from advisor.search import tile_dims
+    from advisor.advice.search import tile_dims
 
     tiles = tile_dims(launch, spellings=("{x}",))
     if not tiles:
@@ -101,7 +101,7 @@ def inferred_grid(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
 
 def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu: str | None = None):
     """The `top_k` triton.Config objects of `configs` with the lowest predicted time."""
-    from advisor.search import LaunchSubject, search
+    from advisor.advice.search import LaunchSubject, search
 
     ours = [Config.from_triton(c) for c in configs]
     launch = build_launch(fn, named_args, kwargs, ours[0])

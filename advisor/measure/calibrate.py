@@ -1,6 +1,6 @@
 """`advisor calibrate`: measure a GPU's sustained rates and write its calibration file.
 
-Each probe runs back to back in a CUDA graph (advisor.measure, median of 20 replays, no L2 flush)
+Each probe runs back to back in a CUDA graph (advisor.measure.timing, median of 20 replays, no L2 flush)
 on random data, after a warm-up. Results go to $TRITON_ADVISOR_HOME/calibration (default
 ~/.cache/triton-advisor/calibration) or --out, as `ceilings.hardware.Calibration` JSON.
 """
@@ -11,7 +11,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from advisor import measure
+from advisor.measure import timing as measure
 from ceilings.errors import AdvisorError
 from ceilings.hardware import CALIBRATION_KEYS, Calibration, calibration_file_name, calibration_home, get_spec
 
@@ -113,7 +113,7 @@ TUNE_SWEEP = (("moe", {"shapes": "mixtral-8x7b:2,qwen3-30b-a3b:4", "ms": "1,64,1
 
 def short_sweep(out_dir: str | Path, deadline_s: float = 240.0) -> list[Path]:
     """Measure the tuning sweep on this GPU (resumable CSVs in out_dir); returns the CSV paths."""
-    from advisor.collect import collect
+    from advisor.measure.collect import collect
 
     paths = []
     for family, options in TUNE_SWEEP:
@@ -124,7 +124,8 @@ def short_sweep(out_dir: str | Path, deadline_s: float = 240.0) -> list[Path]:
 
 def tune_model(sweeps: list[str | Path], gpu: str | None = None, out_dir: str | Path | None = None) -> Path:
     """Fine-tune the shipped latency model on one GPU's sweep CSVs; write it where `model_for` finds it."""
-    from advisor.predict import LatencyModel, fine_tune, load_sweeps, tuned_model_dir
+    from advisor.model.dataset import load_sweeps
+    from advisor.model.predict import LatencyModel, fine_tune, tuned_model_dir
 
     missing = [str(p) for p in sweeps if not Path(p).exists()]
     if missing:

@@ -139,7 +139,7 @@ class Advice:
 
 def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) -> list[Candidate]:
     """Ceilings and predictions for `configs`, in their order."""
-    from advisor.features import FEATURES, feature_row
+    from advisor.model.features import FEATURES, feature_row
 
     if not configs:
         return []
@@ -153,7 +153,7 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
 
 
 def _model(gpu: str):
-    from advisor.predict import model_for
+    from advisor.model.predict import model_for
 
     return model_for(gpu)
 
@@ -370,8 +370,8 @@ def _confirm(compile_fn: Callable, spec: GPUSpec, config: Config) -> tuple[str |
 
 
 def _case_measurer(make_case: Callable, label: str):
-    from advisor import measure
-    from advisor.sweep import STANDARD_TIMING
+    from advisor.measure import timing as measure
+    from advisor.measure.sweep import STANDARD_TIMING
 
     case = make_case()
 
@@ -388,7 +388,7 @@ class ShapeSubject(Subject):
 
     def __init__(self, target: str | Path, shape: str, gpu: str = "h100", config: Config | None = None,
                  calibrated: bool = True):
-        from advisor.ceiling import _shipped_shape_kernels, parse_shape
+        from advisor.advice.ceiling import _shipped_shape_kernels, parse_shape
 
         kernels = _shipped_shape_kernels()
         path = Path(target).resolve()
@@ -566,7 +566,7 @@ class LaunchSubject(Subject):
         return _confirm(lambda: self._compile(config), self.spec, config)
 
     def measurer(self):
-        from advisor.launch_run import launch_measurer
+        from advisor.measure.launch_run import launch_measurer
 
         return launch_measurer(self.fn, self.launch, self.grid, self.label)
 
@@ -636,7 +636,7 @@ def neighbours(config: Config) -> list[Config]:
 def declared_space(source: str | Path, kernel: str) -> tuple[list[Config], Location | None] | None:
     """The config space a kernel's file declares: its @triton.autotune list, or a module-level
     CONFIG_SPACE dict of lists (with num_warps / num_stages). None when it declares neither."""
-    from advisor.apply import read_autotune_configs
+    from advisor.advice.apply import read_autotune_configs
 
     try:
         found = read_autotune_configs(source, kernel)

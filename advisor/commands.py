@@ -1,0 +1,354 @@
+"""The `advisor` commands: each reads its parsed arguments, calls the advisor and prints (text or JSON).
+
+Raises AdvisorError for user errors; `advisor.cli.main` turns it into one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ceilings.errors import AdvisorError
+
+GPU_ALIASES = {"h100": "NVIDIA H100 80GB HBM3", "h100-sxm": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200",
+               "h100-pcie": "NVIDIA H100 PCIe", "a100": "NVIDIA A100-SXM4-80GB", "l40s": "NVIDIA L40S"}
+
+
+def gpu_device_name(name: str) -> str:
+    """A short name (h100) to the name torch reports; other names pass through unchanged."""
+    return GPU_ALIASES.get(name.strip().lower(), name.strip())
+
+
+def cmd_presets(args) -> int:
+    from kernels.moe_presets import PRESETS, TP_SIZES
+
+    rows = []
+    for preset in PRESETS.values():
+        for tp in TP_SIZES:
+            if preset.intermediate % tp:
+                continue
+            shape = preset.shape(tp)
+            rows.append({"preset": preset.name, "tp": tp, "experts": shape.num_experts, "top_k": shape.top_k,
+                         "hidden": shape.hidden, "intermediate_per_rank": shape.intermediate,
+                         "gemm1_k_n": [shape.hidden, shape.gemm1_n], "gemm2_k_n": [shape.intermediate, shape.hidden],
+                         "dtype": shape.dtype})
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="fused-MoE model presets (one rank's expert layer, bf16)")
+    for col in ("preset", "TP", "E", "top-k", "I/rank", "GEMM1 KxN", "GEMM2 KxN"):
+        table.add_column(col, justify="left" if col == "preset" else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(r["preset"], str(r["tp"]), str(r["experts"]), str(r["top_k"]),
+                      str(r["intermediate_per_rank"]), "{}x{}".format(*r["gemm1_k_n"]),
+                      "{}x{}".format(*r["gemm2_k_n"]))
+    Console().print(table)
+    return 0
+
+
+def cmd_configs(args) -> int:
+    from pathlib import Path
+
+    from kernels.moe_configs import ENGINE_M_KEYS, config_file_name, get_config
+    from kernels.moe_presets import get_preset
+
+    if args.config_dir and not Path(args.config_dir).is_dir():
+        raise AdvisorError(f"--config-dir {args.config_dir} is not a folder; give the folder that holds the "
+                           "E=..,N=..,device_name=...json files")
+    preset = get_preset(args.preset)
+    shape = preset.shape(args.tp)
+    device = gpu_device_name(args.gpu)
+    file_name = config_file_name(shape.num_experts, shape.config_file_n, device)
+    rows = []
+    for m in args.tokens or ENGINE_M_KEYS:
+        config, source = get_config(m, shape.num_experts, shape.config_file_n, shape.top_k, device, args.config_dir)
+        rows.append({"tokens": m, "config": config.to_engine_entry(),
+                     "source": str(source), "tuned": source.endswith(".json")})
+    if args.format == "json":
+        print(json.dumps({"preset": preset.name, "tp": args.tp, "gpu": device, "config_file": file_name,
+                          "gemm1": shape.gemm1(), "configs": rows}, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    e, top_k, k, n = shape.gemm1()
+    table = Table(title=f"{preset.name} TP{args.tp} on {device}: E={e}, top-k {top_k}, GEMM1 K={k} N={n}",
+                  caption=_source_caption(rows[0], file_name))
+    for col in ("tokens", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "warps", "stages", "source"):
+        table.add_column(col, justify="left" if col == "source" else "right")
+    for r in rows:
+        c = r["config"]
+        table.add_row(str(r["tokens"]), *(str(c[key]) for key in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K",
+                                                                   "GROUP_SIZE_M", "num_warps", "num_stages")),
+                      "tuned file" if r["tuned"] else "default rule")
+    Console().print(table)
+    return 0
+
+
+def _source_caption(row: dict, file_name: str) -> str:
+    from pathlib import Path
+
+    from kernels.moe_configs import SHIPPED_DIR
+
+    if not row["tuned"]:
+        return f"no tuned file {file_name}: default rule"
+    folder = Path(row["source"]).parent
+    return f"tuned: {file_name} " + ("(shipped)" if folder == SHIPPED_DIR else f"in {folder}")
+
+
+def cmd_tune(args) -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise AdvisorError("`advisor tune` measures on a GPU and torch sees none; run it on a CUDA machine, or use "
+                           "`advisor configs` to see the shipped configs")
+    from advisor.measure import moe_tune
+    from advisor.measure import timing as measure
+    from kernels.moe_bench import MoEGemmSpec
+    from kernels.moe_configs import config_file_name, write_config_file
+    from kernels.moe_presets import get_preset
+
+    shape = get_preset(args.preset).shape(args.tp)
+    e, top_k, k, n = shape.gemm1()
+    specs = [MoEGemmSpec(e, top_k, k, n, m, gemm=1) for m in args.tokens]
+    for summary in moe_tune.tune(specs, args.results, sample=args.sample, refine=not args.no_refine,
+                                 deadline_s=args.deadline, workers=args.workers,
+                                 show_progress=sys.stderr.isatty()):
+        print(f"{summary['phase']}: {json.dumps(summary)}", file=sys.stderr)
+    table = moe_tune.tuned_table(moe_tune.read_results(args.results), specs)
+    for m, config in table.configs.items():
+        print(f"M={m}: {config.label()}")
+    if args.write_config:
+        name = config_file_name(e, shape.config_file_n, measure.gpu_name())
+        print("wrote", write_config_file(f"{args.write_config}/{name}", table))
+    return 0
+
+
+def _ceilings(args):
+    from advisor.advice import ceiling as ceil
+
+    config = ceil.parse_config(args.config) if args.config else None
+    if ceil.is_shipped_moe(args.target):
+        if not args.preset or not args.tokens:
+            raise AdvisorError(f"{args.target} is the fused-MoE kernel: give --preset and --tokens "
+                               "(e.g. --preset mixtral-8x7b --tokens 256)")
+        results = [ceil.moe_ceiling(args.preset, args.tokens, args.tp, args.gemm, args.gpu, config,
+                                    not args.no_calibration, compile_kernel=args.compile)]
+        titles = [f"fused_moe_kernel GEMM{args.gemm}, {args.preset} TP{args.tp}, M={args.tokens}, "
+                  f"{results[0].gpu}, {ceil.Config.from_dict(results[0].config).label()}"]
+    elif ceil.is_shipped_shape_kernel(args.target):
+        results = [ceil.shape_ceiling(args.target, args.shape, args.gpu, config, not args.no_calibration)]
+        titles = [f"{results[0].kernel} {args.shape.replace(',', ' x ')}, {results[0].gpu}, "
+                  f"{ceil.Config.from_dict(results[0].config).label()}"]
+    elif args.target.endswith(".json"):
+        results = ceil.launch_ceilings(args.target, args.gpu, not args.no_calibration, kernel=args.kernel)
+        titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
+    elif args.target.endswith(".py") and args.launch:
+        results = ceil.launch_ceilings(args.launch, args.gpu, not args.no_calibration, args.target, args.kernel)
+        titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
+    elif args.target.endswith(".py"):
+        from ceilings.compile import load_kernel
+
+        load_kernel(args.target, args.kernel)  # reports a broken file or a missing kernel first
+        raise AdvisorError(f"{args.target}: a ceiling needs the launch's shapes; give --launch LAUNCH.json "
+                           "(or use the shipped kernels/fused_moe.py with --preset and --tokens)")
+    else:
+        raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, a "
+                           "launch JSON file, or a kernel file with --launch")
+    return results, titles
+
+
+def cmd_ceiling(args) -> int:
+    from advisor.advice import ceiling as ceil
+
+    results, titles = _ceilings(args)
+    if args.format == "json":
+        docs = [c.to_json() for c in results]
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        return 0
+    for c, title in zip(results, titles, strict=True):
+        ceil.render_text(c, title)
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from advisor.advice import ceiling as ceil
+    from advisor.model.predict import predict_ceilings
+
+    results, titles = _ceilings(args)
+    predictions = predict_ceilings(results)
+    if args.format == "json":
+        docs = [{**c.to_json(), **{k: v for k, v in p.items() if k != "notes"},
+                 "notes": c.notes + p["notes"]} for c, p in zip(results, predictions, strict=True)]
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        return 0
+    for c, p, title in zip(results, predictions, titles, strict=True):
+        ceil.render_text(c, title)
+        lo, hi = p["predicted_interval_us"]
+        print(f"predicted {p['predicted_us']:.2f} us (80% interval {lo:.2f}-{hi:.2f}) against a ceiling of "
+              f"{c.ceiling_us:.2f} us: predicted efficiency {c.ceiling_us / p['predicted_us']:.0%}")
+        for note in p["notes"]:
+            print(f"note: {note}")
+    return 0
+
+
+def _advices(args):
+    from advisor.advice.suggest import advise, subjects_for
+
+    if args.top_k < 1:
+        raise AdvisorError(f"--top-k {args.top_k}: keep at least one suggestion")
+    subjects = subjects_for(args.target, preset=args.preset, tp=args.tp, tokens=args.tokens, shapes=args.shape,
+                            trace=args.trace, kernel=args.kernel, gpu=gpu_device_name(args.gpu) if args.gpu else None,
+                            config_dir=args.config_dir)
+    return advise(subjects, top_k=args.top_k, confirm=not args.no_confirm, measure=args.measure)
+
+
+def cmd_suggest(args) -> int:
+    from advisor.advice import report
+
+    if args.min_speedup < 1.0:
+        raise AdvisorError(f"--min-speedup {args.min_speedup}: give a factor of at least 1.0, e.g. 1.05")
+    advices = _advices(args)
+    if args.format == "json":
+        print(report.to_json(advices, args.min_speedup))
+    elif args.format == "github":
+        text = report.to_github(advices, args.min_speedup)
+        if text:
+            print(text)
+    elif args.format == "sarif":
+        print(report.to_sarif(advices, args.min_speedup))
+    else:
+        report.render_text(advices, args.min_speedup)
+    return 1 if any(report.gains(a, args.min_speedup) for a in advices) else 0
+
+
+def cmd_apply(args) -> int:
+    from advisor.advice import apply
+    from advisor.advice.suggest import check_fit, plan_apply
+
+    if args.verify and args.dry_run:
+        raise AdvisorError("--verify measures the written configs; it cannot run with --dry-run")
+    advices = _advices(args)
+    check_fit([a for a in advices if a.gains(args.min_speedup)])
+    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup) if e.changed]
+    if not edits:
+        print("nothing to change: every launch already has its best config (or gains too little)")
+        return 0
+    for edit in edits:
+        print(edit.diff(), end="" if edit.diff().endswith("\n") else "\n")
+    if args.dry_run:
+        print(f"dry run: {len(edits)} file(s) not written", file=sys.stderr)
+        return 0
+    written = []
+    for edit in edits:
+        backup = apply.write(edit)
+        written.append((edit, backup))
+        print(f"wrote {edit.path}" + (f" (backup {backup})" if backup else ""), file=sys.stderr)
+    if args.verify:
+        return _verify(advices, written, args.min_speedup)
+    return 0
+
+
+def _verify(advices, written, min_speedup: float) -> int:
+    """Measure each changed launch with its old and new config; restore the files if any is slower or wrong."""
+    import os
+
+    from advisor.advice import apply
+    from advisor.measure.timing import MeasurementError
+
+    bad = []
+    for a in advices:
+        if not a.gains(min_speedup):
+            continue
+        run = a.subject.measurer()
+        before = run(a.current.config)
+        try:
+            after = run(a.best.config)
+        except MeasurementError as exc:
+            bad.append(f"{a.subject.label}: {exc}")
+            continue
+        print(f"{a.subject.label}: {before:.1f} us -> {after:.1f} us ({before / after:.2f}x measured)")
+        if after > before:
+            bad.append(f"{a.subject.label}: slower after ({after:.1f} us vs {before:.1f} us)")
+    if not bad:
+        return 0
+    for edit, backup in written:
+        if backup:
+            apply.rollback(edit.path, backup)
+        elif edit.before is None:
+            os.unlink(edit.path)
+    print("rolled back: " + "; ".join(bad), file=sys.stderr)
+    return 1
+
+
+def cmd_record(args) -> int:
+    from advisor.capture.record import record_main
+
+    program = list(args.program)
+    if program and program[0] == "--":
+        program = program[1:]
+    if not program:
+        raise AdvisorError("give the program to run after --, e.g. advisor record -- python prog.py")
+    return record_main(program, args.out)
+
+
+def cmd_calibrate(args) -> int:
+    from advisor.measure.calibrate import calibrate, short_sweep, tune_model
+
+    if args.sweep and not args.tune:
+        raise AdvisorError("--sweep goes with --tune (fine-tune the latency model from those sweeps)")
+    if args.tune and args.sweep:
+        folder = tune_model(args.sweep, gpu_device_name(args.gpu) if args.gpu else None,
+                            Path(args.out) / "model" if args.out else None)
+        print(f"tuned model -> {folder}", file=sys.stderr)
+        return 0
+    calibration, path = calibrate(args.out)
+    if args.tune:
+        sweeps = short_sweep(path.parent / (path.stem + ".sweep"), args.deadline)
+        try:
+            import xgboost  # noqa: F401
+        except ImportError:
+            raise AdvisorError("fine-tuning needs XGBoost, which is not installed here; the sweep is kept: run "
+                               f"`advisor calibrate --tune --sweep {' '.join(map(str, sweeps))}` where it is") from None
+        folder = tune_model(sweeps, calibration.gpu, Path(args.out) / "model" if args.out else None)
+        print(f"tuned model -> {folder}", file=sys.stderr)
+    print(json.dumps(calibration.values, indent=2))
+    print("wrote", path, file=sys.stderr)
+    return 0
+
+
+def cmd_collect(args) -> int:
+    from advisor.measure.collect import collect
+
+    summary = collect(args.family, args.out, shapes=args.shapes, ms=args.ms, sample=args.sample, seed=args.seed,
+                      gemms=args.gemms, deadline_s=args.deadline, workers=args.workers,
+                      show_progress=sys.stderr.isatty())
+    print("collect:", json.dumps(summary))
+    return 0
+
+
+def cmd_train(args) -> int:
+    import glob
+
+    from advisor.model.dataset import load_sweeps
+    from advisor.model.predict import MODEL_DIR, train
+
+    # Default: every sweep of the current kernels (files of the previous MoE kernel version say kernel_v1;
+    # the ncu files are instruction counts, not timings).
+    files = args.data or sorted(f for f in glob.glob("benchmarks/data/*.csv.gz")
+                                if not any(tag in f for tag in ("kernel_v1", "ncu", "features")))
+    if not files:
+        raise AdvisorError("no sweep data found; give --data FILE... (sweep CSVs from `advisor tune` or "
+                           "benchmarks/moe_sweep.py)")
+    data = load_sweeps(files)
+    if args.features_out:
+        print(f"feature rows -> {data.write_features(args.features_out)}", file=sys.stderr)
+    model = train(data)
+    folder = model.save(args.out or MODEL_DIR)
+    print(f"trained on {len(data)} rows ({len(set(data.group))} shapes, {', '.join(sorted(set(data.gpu)))}) "
+          f"from {len(files)} files -> {folder}")
+    return 0
