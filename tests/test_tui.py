@@ -136,7 +136,7 @@ def messages(app, severity=None) -> str:
 # ------------------------------------------------------------------------------------ launches, layout
 
 def test_fused_moe_lists_presets_and_choosing_a_launch_fills_every_panel():
-    from tui.app import CeilingView, SourceView
+    from tui.widgets import CeilingView, SourceView
 
     app = make_app()
 
@@ -718,7 +718,7 @@ def test_a_kernel_file_without_launches_shows_a_hint_and_takes_a_typed_launch_fi
 
 
 def test_several_kernels_each_scroll_the_source_to_itself_with_its_autotune_configs_marked():
-    from tui.app import SourceView
+    from tui.widgets import SourceView
 
     path = FIXTURES / "apply" / "autotuned_kernels.py"
     app = make_app(path)
