@@ -658,7 +658,7 @@ def test_an_unexpected_error_in_a_worker_is_a_notification_not_a_crash(monkeypat
 
 
 def test_run_refuses_an_unreadable_file_or_unknown_gpu_before_starting(tmp_path, capsys):
-    from tui.app import run
+    from tui.__main__ import run
 
     assert run(tmp_path / "nope.py") == 2
     err = capsys.readouterr().err.strip()

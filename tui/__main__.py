@@ -1,10 +1,15 @@
-"""`advisor tui FILE` (also `advisor FILE`, `python -m tui FILE`): the options of the TUI (see tui.app.run)."""
+"""`advisor tui FILE` (also `advisor FILE`, `python -m tui FILE`): the options of the TUI, checked before the
+screen opens (`run`), then the app (tui.app)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+from ceilings.errors import AdvisorError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,8 +30,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from tui.app import run
-
     args = build_parser().parse_args(argv)
     if args.top_k < 1:
         print(f"advisor: error: --top-k {args.top_k}: keep at least one suggestion", file=sys.stderr)
@@ -34,6 +37,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(args.file, trace=args.trace, gpu=args.gpu, dry_run=args.dry_run, preset=args.preset, tp=args.tp,
                shapes=args.shape, confirm=not args.no_confirm, top_k=args.top_k,
                config_dir=args.config_dir)
+
+
+def run(path, trace=None, gpu="h100", dry_run=False, preset=None, tp=None, shapes=None, *, confirm: bool = True,
+        top_k: int = 5, config_dir: str | None = None) -> int:
+    """Open the TUI on a kernel file; the exit code (2: a file or GPU that cannot be used, one line on stderr)."""
+    from ceilings.hardware import get_spec
+    from tui.launches import read_source
+
+    try:
+        read_source(path)
+        get_spec(gpu)
+        if preset or tp is not None:
+            from kernels.moe_presets import TP_SIZES, get_preset
+
+            if tp is not None and tp not in TP_SIZES:
+                raise AdvisorError(f"--tp {tp}: the tensor-parallel size must be one of {TP_SIZES}")
+            if preset:
+                get_preset(preset).shape(tp or 1)
+        if trace and not Path(trace).is_file():
+            raise AdvisorError(f"trace {trace} does not exist; record one with `advisor record -- python prog.py`")
+    except AdvisorError as exc:
+        print(f"advisor: error: {exc}", file=sys.stderr)
+        return 2
+    from tui.app import AdvisorApp
+
+    app = AdvisorApp(path, trace=trace, gpu=gpu, dry_run=dry_run, preset=preset, tp=tp, shapes=shapes,
+                     confirm=confirm, top_k=top_k, config_dir=config_dir)
+    code = app.run()
+    code = code if isinstance(code, int) else 0
+    if app.jobs:
+        # A computation thread (a compile, a timing) cannot be interrupted and would hold the exit until it
+        # ends: the screen is already restored, so leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

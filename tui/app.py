@@ -8,15 +8,16 @@ the ranked suggestions. Everything shown comes from the advisor's functions (see
 runs in worker threads, and every error a person can cause becomes a notification.
 
 This module is the composition: the panes are `tui.widgets` (styles in app.tcss), the dialogs
-`tui.screens`; here are the key bindings and the workers that run the advisor's calls and hand each
-result to the pane that shows it.
+`tui.screens`, the command line `tui.__main__`; here are the key bindings, the panes' messages, and the
+workers that run the advisor's calls (discovery, advice, measurement, apply) and hand each result to the
+pane that shows it. It runs past the ~400-line guide because those workers share one state -- the chosen
+launch, the GPU, the advice cache, the generation number that retires a superseded result, the lock that
+runs one computation at a time -- and splitting them would spread that state over modules.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 import threading
 from pathlib import Path
 
@@ -503,36 +504,3 @@ class AdvisorApp(App[int]):
         if self.measuring is not None:
             self.measuring.cancel()
         self.exit(0)
-
-
-def run(path, trace=None, gpu="h100", dry_run=False, preset=None, tp=None, shapes=None, *, confirm: bool = True,
-        top_k: int = 5, config_dir: str | None = None) -> int:
-    """Open the TUI on a kernel file; the exit code (2: a file or GPU that cannot be used, one line on stderr)."""
-    from ceilings.hardware import get_spec
-
-    try:
-        L.read_source(path)
-        get_spec(gpu)
-        if preset or tp is not None:
-            from kernels.moe_presets import TP_SIZES, get_preset
-
-            if tp is not None and tp not in TP_SIZES:
-                raise AdvisorError(f"--tp {tp}: the tensor-parallel size must be one of {TP_SIZES}")
-            if preset:
-                get_preset(preset).shape(tp or 1)
-        if trace and not Path(trace).is_file():
-            raise AdvisorError(f"trace {trace} does not exist; record one with `advisor record -- python prog.py`")
-    except AdvisorError as exc:
-        print(f"advisor: error: {exc}", file=sys.stderr)
-        return 2
-    app = AdvisorApp(path, trace=trace, gpu=gpu, dry_run=dry_run, preset=preset, tp=tp, shapes=shapes,
-                     confirm=confirm, top_k=top_k, config_dir=config_dir)
-    code = app.run()
-    code = code if isinstance(code, int) else 0
-    if app.jobs:
-        # A computation thread (a compile, a timing) cannot be interrupted and would hold the exit until it
-        # ends: the screen is already restored, so leave now.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
