@@ -277,5 +277,6 @@ def execute(source: str, filename: str, namespace: dict, gpu=None) -> list[tuple
                 exec(code, namespace)
             except (Exception, SystemExit) as exc:  # a self-check, a benchmark, an optional import: skip it, keep going
                 text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-                skipped.append((node.lineno, text[0][:200] if text else type(exc).__name__))
+                start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+                skipped.append((start, text[0][:200] if text else type(exc).__name__))
     return skipped
