@@ -14,8 +14,9 @@ for the chosen GPU, torch `meta` tensors in place of CUDA ones). Launches are ta
 * `@triton.autotune`: there is nothing to time, so the kernel is launched once with each config
   the autotuner would benchmark (its `prune_configs_by` applied), in the list's order. The launches
   of one autotuned call form an autotune group (the trace's `autotune_groups`): alternatives of one
-  launch, the first standing for the launch (the autotuner picks by timing on a GPU). Config
-  pre-hooks are not called. `@triton.heuristics` run as usual, per config.
+  launch, the first standing for the launch (the autotuner picks by timing on a GPU). A config's
+  `pre_hook` runs before its launch, as on a GPU (on tensors without data); the autotuner's own
+  reset/restore hooks for benchmarking do not. `@triton.heuristics` run as usual, per config.
 
 Used in-process for `--call` (`advisor.capture.call`) and in the child of `advisor record --no-gpu`
 (`advisor/capture/boot.py` calls `start_program`).
@@ -178,6 +179,8 @@ class NoGPUCapture:
         try:
             with self.rec.autotune_group():
                 for config in configs:
+                    if config.pre_hook is not None:  # e.g. sets tensor descriptors' block shapes per config
+                        config.pre_hook({**tuner.nargs, **kwargs, **config.all_kwargs()})
                     tuner.fn.run(*args, **kwargs, **config.all_kwargs())
         finally:
             stack.pop()
