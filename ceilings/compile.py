@@ -80,11 +80,13 @@ def _is_jit(obj) -> bool:
     return isinstance(_unwrap(obj), JITFunction)
 
 
-def load_module(path: str | os.PathLike):
+def load_module(path: str | os.PathLike, gpu: str | None = None):
     """A kernel file as a module, opened the same way on every machine: its top-level statements run
     one at a time with a stand-in GPU driver and tensors without data (`ceilings.standin`), so a file
     that asks the GPU things at import time, or checks itself by launching its kernels, opens here too.
-    Statements that fail are skipped and listed in `module.__advisor_skipped__`."""
+    Statements that fail are skipped and listed in `module.__advisor_skipped__`. The driver answers
+    for `gpu` (default the H100); a file opened for another GPU is another module, since its
+    top-level code may size things from the device's answers."""
     from ceilings import standin
 
     path = Path(path)
@@ -97,11 +99,12 @@ def load_module(path: str | os.PathLike):
         raise AdvisorError(f"{path}:{exc.lineno}: syntax error ({exc.msg}); fix the file first") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AdvisorError(f"kernel file {path} cannot be read ({exc.__class__.__name__})") from None
-    name = "_advisor_kernel_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    spec = standin.gpu_spec(gpu)
+    key = str(path.resolve()) + ("" if spec == standin.gpu_spec(None) else f"@{spec.name}")
+    name = "_advisor_kernel_" + hashlib.sha1(key.encode()).hexdigest()[:12]
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))
     sys.modules[name] = module
     # Compile needs the real JIT functions, also in a process that runs kernels interpreted.
     folder = str(path.resolve().parent)
@@ -110,7 +113,7 @@ def load_module(path: str | os.PathLike):
         sys.path.insert(0, folder)
     try:
         with contextlib.redirect_stdout(io.StringIO()), _env(TRITON_INTERPRET="0"):
-            module.__advisor_skipped__ = standin.execute(source, str(path), vars(module))
+            module.__advisor_skipped__ = standin.execute(source, str(path), vars(module), spec)
     except Exception as exc:
         del sys.modules[name]
         raise AdvisorError(f"opening {path} failed: {exc.__class__.__name__}: {exc}".splitlines()[0]) from None

@@ -184,6 +184,34 @@ def test_captured_launches_hold_what_the_jit_would_compile():
     assert swiglu.launches[0].config.params == {"BLOCK_SIZE": 16384} and swiglu.launches[0].config.num_warps == 16
 
 
+def test_device_queries_answer_for_the_chosen_gpu(tmp_path):
+    """A persistent grid sized at import time from the SM count: one per SM of the GPU asked for."""
+    from advisor.capture.call import capture_call
+
+    path = tmp_path / "persistent.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import triton
+        import triton.language as tl
+        from triton.runtime import driver
+
+        NUM_SM = driver.active.utils.get_device_properties(0)["multiprocessor_count"]
+
+        @triton.jit
+        def fill_kernel(x_ptr, n, BLOCK: tl.constexpr):
+            for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+        def fill(x):
+            major, _ = torch.cuda.get_device_capability()
+            fill_kernel[(NUM_SM,)](x, x.numel(), BLOCK=256 if major >= 9 else 128)
+    """))
+    for gpu, sms, block in (("h100", 132, 256), ("a100", 108, 128)):
+        (launch,) = capture_call(path, "fill(empty(1 << 20))", gpu).launches
+        assert launch.grid == (sms,) and launch.config["BLOCK"] == block
+
+
 def test_record_no_gpu_runs_a_driver_script(tmp_path):
     driver = tmp_path / "driver.py"
     driver.write_text(textwrap.dedent(f"""

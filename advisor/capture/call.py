@@ -119,10 +119,10 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None) -> 
 
     path = Path(path).resolve()
     tree = parse_call(call)
-    module = load_module(path)
+    spec = standin.gpu_spec(gpu)
+    module = load_module(path, spec.name)
     namespace = {**vars(module), **helpers()}
     _check_names(tree, namespace, module, call, path)
-    spec = standin.gpu_spec(gpu)
     rec = NoGPURecorder("", spec.name)
     code = compile(tree, _WHERE, "eval")
     try:

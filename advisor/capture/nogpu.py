@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
 from types import SimpleNamespace
 
 from advisor.capture import boot
@@ -75,8 +76,6 @@ class NoGPURecorder(boot._Recorder):  # the same records and dedupe as a GPU rec
                 "autotune_groups": [g for g in groups if len(g) > 1]}
 
     def flush(self) -> None:
-        import os
-
         tmp = f"{self.out}.{os.getpid()}.tmp"
         with open(tmp, "w") as fh:
             json.dump(self.data(), fh, default=str)
