@@ -93,9 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run `python prog.py args` with Triton's launch hooks installed and write every "
                                    "launch (kernel, source line, grid, tensor shapes/dtypes/strides, scalars, "
                                    "constexprs, num_warps, num_stages, GPU), identical launches merged with a count, "
-                                   "to a launch trace (docs/trace.md). Exits with the program's exit code.",
-                       usage="advisor record [--out TRACE] -- python prog.py [args ...]")
+                                   "to a launch trace (docs/trace.md). Exits with the program's exit code. "
+                                   "--no-gpu runs the program on tensors without data and compiles and runs nothing; "
+                                   "--call EXPR FILE captures one call of FILE's host code that way.",
+                       usage="advisor record [--out TRACE] [--no-gpu [--gpu GPU]] -- python prog.py [args ...]\n"
+                             "       advisor record [--out TRACE] [--gpu GPU] --call EXPR FILE")
     p.add_argument("--out", default="advisor_trace.json", help="trace file to write (default advisor_trace.json)")
+    p.add_argument("--no-gpu", action="store_true",
+                   help="no GPU: tensors without data, a stand-in driver for --gpu; launches captured, not run")
+    p.add_argument("--call", metavar="EXPR", help="a call of FILE's host code, e.g. \"matmul(randn(4096, 4096, f16), "
+                                                  "randn(4096, 4096, f16))\" (implies --no-gpu)")
+    p.add_argument("--gpu", help="with --no-gpu / --call: the GPU the stand-in driver answers for (default h100)")
     p.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
 
     p = sub.add_parser("calibrate", help="(GPU) measure this GPU's sustained rates for ceilings",
@@ -154,6 +162,8 @@ def _ceiling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", help="kernels/fused_moe.py, a launch JSON file, or a kernel file with --launch")
     p.add_argument("--kernel", help="the kernel's name in TARGET (needed when the file defines several)")
     p.add_argument("--launch", help="launch JSON for a kernel file TARGET (its arguments, grid and config)")
+    p.add_argument("--call", metavar="EXPR", help="a call of the kernel file's host code whose launches to use, e.g. "
+                                                  "\"matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))\" (no GPU)")
     p.add_argument("--preset", help="model preset (for the fused-MoE kernel)")
     p.add_argument("--tokens", type=int, help="token count M (for the fused-MoE kernel)")
     p.add_argument("--shape", help="M,N,K for the shipped kernels/gemm.py, ROWS,COLS for kernels/softmax.py, "
@@ -175,6 +185,8 @@ def _suggest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", type=_tokens, help="token counts (default 1,16,64,256,1024,4096)")
     p.add_argument("--shape", action="append", help="a shape of a shipped shape kernel; repeat for several")
     p.add_argument("--trace", help="launch trace (from `advisor record`) for a kernel file TARGET")
+    p.add_argument("--call", metavar="EXPR", help="a call of the kernel file's host code whose launches to advise on, "
+                                                  "e.g. \"matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))\"")
     p.add_argument("--kernel", help="only this kernel's launches")
     p.add_argument("--gpu", help="GPU name or short name (default: the trace's or file's GPU, else h100)")
     p.add_argument("--config-dir", help="a folder of engine config files to look in before the shipped ones")

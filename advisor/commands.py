@@ -147,6 +147,9 @@ def _ceilings(args):
     elif args.target.endswith(".json"):
         results = ceil.launch_ceilings(args.target, args.gpu, not args.no_calibration, kernel=args.kernel)
         titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
+    elif args.target.endswith(".py") and args.call:
+        results = ceil.call_ceilings(args.target, args.call, args.gpu, not args.no_calibration, args.kernel)
+        titles = [f"{c.kernel} on {c.gpu}, current config {ceil.Config.from_dict(c.config).label()}" for c in results]
     elif args.target.endswith(".py") and args.launch:
         results = ceil.launch_ceilings(args.launch, args.gpu, not args.no_calibration, args.target, args.kernel)
         titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
@@ -203,7 +206,7 @@ def _advices(args):
         raise AdvisorError(f"--top-k {args.top_k}: keep at least one suggestion")
     subjects = subjects_for(args.target, preset=args.preset, tp=args.tp, tokens=args.tokens, shapes=args.shape,
                             trace=args.trace, kernel=args.kernel, gpu=gpu_device_name(args.gpu) if args.gpu else None,
-                            config_dir=args.config_dir)
+                            config_dir=args.config_dir, call=args.call)
     return advise(subjects, top_k=args.top_k, confirm=not args.no_confirm, measure=args.measure)
 
 
@@ -291,9 +294,20 @@ def cmd_record(args) -> int:
     program = list(args.program)
     if program and program[0] == "--":
         program = program[1:]
+    if args.call:
+        from advisor.capture.call import record_call
+
+        if len(program) != 1:
+            raise AdvisorError("advisor record --call EXPR FILE: give the one kernel file whose host code the call "
+                               "names, e.g. advisor record --call \"matmul(randn(64, 64, f16), randn(64, 64, f16))\" "
+                               "matmul.py")
+        print(record_call(program[0], args.call, args.out, args.gpu), file=sys.stderr)
+        return 0
+    if args.gpu and not args.no_gpu:
+        raise AdvisorError("--gpu names the GPU a capture without one answers for; add --no-gpu (or use --call)")
     if not program:
         raise AdvisorError("give the program to run after --, e.g. advisor record -- python prog.py")
-    return record_main(program, args.out)
+    return record_main(program, args.out, no_gpu=(args.gpu or "h100") if args.no_gpu else None)
 
 
 def cmd_calibrate(args) -> int:

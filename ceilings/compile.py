@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -79,8 +80,15 @@ def _is_jit(obj) -> bool:
     return isinstance(_unwrap(obj), JITFunction)
 
 
-def load_module(path: str | os.PathLike):
-    """Import a kernel file as a module. This runs its top-level code, as running its tests would."""
+def load_module(path: str | os.PathLike, gpu: str | None = None):
+    """A kernel file as a module, opened the same way on every machine: its top-level statements run
+    one at a time with a stand-in GPU driver and tensors without data (`ceilings.standin`), so a file
+    that asks the GPU things at import time, or checks itself by launching its kernels, opens here too.
+    Statements that fail are skipped and listed in `module.__advisor_skipped__`. The driver answers
+    for `gpu` (default the H100); a file opened for another GPU is another module, since its
+    top-level code may size things from the device's answers."""
+    from ceilings import standin
+
     path = Path(path)
     if not path.is_file():
         raise AdvisorError(f"kernel file {path} does not exist; give the path of a Python file with Triton kernels")
@@ -91,37 +99,72 @@ def load_module(path: str | os.PathLike):
         raise AdvisorError(f"{path}:{exc.lineno}: syntax error ({exc.msg}); fix the file first") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AdvisorError(f"kernel file {path} cannot be read ({exc.__class__.__name__})") from None
-    name = "_advisor_kernel_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    spec = standin.gpu_spec(gpu)
+    key = str(path.resolve()) + ("" if spec == standin.gpu_spec(None) else f"@{spec.name}")
+    name = "_advisor_kernel_" + hashlib.sha1(key.encode()).hexdigest()[:12]
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))
     sys.modules[name] = module
+    # Compile needs the real JIT functions, also in a process that runs kernels interpreted.
+    folder = str(path.resolve().parent)
+    added = folder not in sys.path
+    if added:  # `import helpers` beside the file works as under `python file.py`
+        sys.path.insert(0, folder)
     try:
-        # Compile needs the real JIT functions, also in a process that runs kernels interpreted.
         with contextlib.redirect_stdout(io.StringIO()), _env(TRITON_INTERPRET="0"):
-            spec.loader.exec_module(module)
+            module.__advisor_skipped__ = standin.execute(source, str(path), vars(module), spec)
     except Exception as exc:
         del sys.modules[name]
-        raise AdvisorError(f"importing {path} failed: {exc.__class__.__name__}: {exc}".splitlines()[0]) from None
+        raise AdvisorError(f"opening {path} failed: {exc.__class__.__name__}: {exc}".splitlines()[0]) from None
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
     return module
 
 
+def _skipped_note(module) -> str:
+    """Why a kernel may be missing: the first top-level statement that failed, if any."""
+    skipped = getattr(module, "__advisor_skipped__", [])
+    if not skipped:
+        return ""
+    line, error = skipped[0]
+    more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+    return f"; line {line} of the file failed here and was skipped: {error}{more}"
+
+
 def find_kernels(module) -> dict[str, object]:
-    """Triton kernels defined at the top level of a module, by name (autotune wrappers unwrapped)."""
-    return {name: _unwrap(obj) for name, obj in vars(module).items() if _is_jit(obj)}
+    """Triton kernels defined at the top level of a module, by name (autotune wrappers unwrapped).
+
+    JIT functions that return a value are device functions other kernels call (a fused activation,
+    an attention inner loop), not kernels one launches: they are left out."""
+    found = {name: _unwrap(obj) for name, obj in vars(module).items() if _is_jit(obj)}
+    return {name: fn for name, fn in found.items() if not _returns_value(fn)}
+
+
+def _returns_value(fn) -> bool:
+    import ast
+
+    try:
+        tree = ast.parse(textwrap.dedent(fn.src))
+    except (SyntaxError, AttributeError, TypeError):
+        return False
+    return any(isinstance(node, ast.Return) and node.value is not None for node in ast.walk(tree))
 
 
 def load_kernel(path: str | os.PathLike, name: str | None = None):
-    kernels = find_kernels(load_module(path))
+    module = load_module(path)
+    kernels = find_kernels(module)
     if not kernels:
-        raise AdvisorError(f"{path} defines no Triton kernel (no @triton.jit function at top level)")
+        raise AdvisorError(f"{path} defines no Triton kernel (no @triton.jit function at top level)"
+                           + _skipped_note(module))
     if name is None:
         if len(kernels) > 1:
             raise AdvisorError(f"{path} defines several Triton kernels ({', '.join(kernels)}); pick one with --kernel")
         return next(iter(kernels.values()))
     if name not in kernels:
-        raise AdvisorError(f"{path} has no Triton kernel {name!r}; it defines {', '.join(kernels)}")
+        raise AdvisorError(f"{path} has no Triton kernel {name!r}; it defines {', '.join(kernels)}"
+                           + _skipped_note(module))
     return kernels[name]
 
 

@@ -153,6 +153,36 @@ def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True
     return out
 
 
+def call_ceilings(path: str | Path, call: str, gpu: str = "h100", calibrated: bool = True,
+                  kernel: str | None = None) -> list[Ceiling]:
+    """The ceiling of each launch a call of the kernel file's host code makes (captured without a GPU,
+    advisor.capture.call). An autotuned launch is shown with the first of its configs, as its note says."""
+    import dataclasses
+
+    from advisor.capture.call import capture_call
+    from advisor.capture.trace import autotune_groups
+    from ceilings.demand import generic_demand
+    from ceilings.hardware import get_spec
+
+    spec = get_spec(gpu)
+    trace = capture_call(path, call, spec.name)
+    groups = {g[0]: len(g) for g in autotune_groups(trace)}
+    alternatives = {j for g in autotune_groups(trace) for j in g[1:]}
+    rates = rates_for(spec.name, use_calibration=calibrated)
+    out = []
+    for i, launch in enumerate(trace.launches):
+        if i in alternatives or (kernel and launch.kernel != kernel):
+            continue
+        c = roofline(generic_demand(launch, arch=spec.arch), rates, launch.config.to_dict())
+        if i in groups:
+            c = dataclasses.replace(c, notes=[*c.notes, f"autotuned: the first of its {groups[i]} configs; on a GPU "
+                                              "the autotuner picks one by timing (`advisor suggest` ranks them)"])
+        out.append(c)
+    if not out:
+        raise AdvisorError(f"--call {call!r} launched no kernel {kernel!r}; launched: {', '.join(trace.kernels)}")
+    return out
+
+
 def render_text(ceiling: Ceiling, title: str) -> None:
     from rich.console import Console
     from rich.table import Table

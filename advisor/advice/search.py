@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -506,7 +506,10 @@ class LaunchSubject(Subject):
 
     def __init__(self, launch: Launch, gpu: str = "h100", space: Sequence[Config] | None = None,
                  location: Location | None = None, calibrated: bool = True, label: str | None = None,
-                 grid: Callable[[Config], tuple[int, ...]] | None = None):
+                 grid: Callable[[Config], tuple[int, ...]] | None = None,
+                 variants: Mapping[Config, Launch] | None = None):
+        """`variants`: the launch each config makes where that is known (a capture of every autotune
+        config: its grid, and constexprs heuristics set from the config)."""
         from ceilings.compile import load_kernel
 
         self.fn = load_kernel(launch.source, launch.kernel)
@@ -522,8 +525,11 @@ class LaunchSubject(Subject):
         self.location = location or Location(launch.source, _def_line(launch.source, launch.kernel), "kernel")
         self._compiled: dict[Config, object] = {}
         self.notes: list[str] = []
+        self.variants = dict(variants or {})
 
     def launch_for(self, config: Config) -> Launch:
+        if config in self.variants:
+            return self.variants[config]
         return Launch(self.launch.source, self.launch.kernel, self.grid(config), self.launch.tensors,
                       self.launch.scalars, self.launch.constexprs, config)
 
@@ -644,6 +650,11 @@ def declared_space(source: str | Path, kernel: str) -> tuple[list[Config], Locat
         found = []
     if found:
         return [c for c, _ in found], Location(str(source), found[0][1], "autotune configs")
+    from advisor.capture.autotune_space import built_autotune_space
+
+    built = built_autotune_space(source, kernel)  # a list built by code: its configs, and where it is built
+    if built is not None:
+        return built.configs, Location(str(source), built.line, f"autotune configs built by code ({built.what})")
     text = Path(source).read_text()
     if re.search(r"^CONFIG_SPACE\s*[:=]", text, re.M):
         from ceilings.compile import load_module

@@ -160,18 +160,22 @@ def engine_file_subjects(path: str | Path, preset: str | None = None, gpu: str |
 
 
 def trace_subjects(path: str | Path, gpu: str | None = None, kernel_file: str | None = None,
-                   kernel: str | None = None, calibrated: bool = True) -> list[Subject]:
-    """One subject per distinct launch of a trace (or launch JSON); the space the kernel's file declares
-    (autotune list, CONFIG_SPACE) or the neighbours of the recorded config."""
+                   kernel: str | None = None, calibrated: bool = True, trace=None) -> list[Subject]:
+    """One subject per distinct launch of a trace (or launch JSON, or the given `trace`); the space the
+    kernel's file declares (autotune list, CONFIG_SPACE) or the neighbours of the recorded config. An
+    autotuned launch captured without a GPU (one entry per config) is one subject: its configs are the
+    space, each with the launch it makes, and the first is the current config."""
     from advisor.advice.search import LaunchSubject, declared_space
-    from advisor.capture.trace import read_trace
+    from advisor.capture.trace import autotune_groups, read_trace
 
-    trace = read_trace(path)
+    trace = trace if trace is not None else read_trace(path)
+    groups = {g[0]: g for g in autotune_groups(trace, str(path))}
+    alternatives = {j for g in groups.values() for j in g[1:]}
+    sourced = [launch.with_source(str(Path(kernel_file).resolve())) if kernel_file else launch
+               for launch in trace.launches]
     out = []
-    for i, launch in enumerate(trace.launches):
-        if kernel_file:
-            launch = launch.with_source(str(Path(kernel_file).resolve()))
-        if kernel and launch.kernel != kernel:
+    for i, launch in enumerate(sourced):
+        if i in alternatives or (kernel and launch.kernel != kernel):
             continue
         shipped = shipped_shape_subject(launch, gpu or trace.gpu or "h100", calibrated)
         if shipped is not None:  # a launch of a shipped shape kernel: its exact demand and whole space
@@ -180,7 +184,9 @@ def trace_subjects(path: str | Path, gpu: str | None = None, kernel_file: str | 
         declared = declared_space(launch.source, launch.kernel)
         space, loc = declared if declared else (None, None)
         count = trace.counts[i] if i < len(trace.counts) else 1
-        subject = LaunchSubject(launch, gpu or trace.gpu or "h100", space=space, location=loc, calibrated=calibrated)
+        variants = {sourced[j].config: sourced[j] for j in groups.get(i, ())}
+        subject = LaunchSubject(launch, gpu or trace.gpu or "h100", space=list(variants) if variants else space,
+                                location=loc, calibrated=calibrated, variants=variants)
         if count > 1:
             subject.label += f" (x{count})"
         out.append(subject)
@@ -218,13 +224,21 @@ def shipped_shape_subject(launch, gpu: str, calibrated: bool = True) -> Subject 
 
 def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens: Sequence[int] | None = None,
                  shapes: Sequence[str] | None = None, trace: str | None = None, kernel: str | None = None,
-                 gpu: str | None = None, config_dir: str | None = None, calibrated: bool = True) -> list[Subject]:
+                 gpu: str | None = None, config_dir: str | None = None, calibrated: bool = True,
+                 call: str | None = None) -> list[Subject]:
     from advisor.advice.ceiling import is_shipped_moe, is_shipped_shape_kernel
     from advisor.advice.search import ShapeSubject
 
     path = Path(target)
     if not path.exists():
         raise AdvisorError(f"{target} does not exist; give a kernel file, a launch trace or an engine config file")
+    if call:
+        from advisor.capture.call import capture_call
+
+        if path.suffix != ".py" or trace:
+            raise AdvisorError(f"--call goes with a kernel file, not {'--trace' if trace else target}")
+        captured = capture_call(path, call, gpu)
+        return trace_subjects(f"--call {call!r}", gpu or captured.gpu, None, kernel, calibrated, trace=captured)
     if trace:
         return trace_subjects(trace, gpu, str(path), kernel, calibrated)
     if path.suffix == ".json":
@@ -245,7 +259,8 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
     from ceilings.compile import load_kernel
 
     load_kernel(path, kernel)  # a clear error for a broken file or a missing kernel
-    raise AdvisorError(f"{target}: the advisor needs the launches' shapes; give --trace TRACE.json "
+    raise AdvisorError(f"{target}: the advisor needs the launches' shapes; give --call \"FUNCTION(ARGS)\" "
+                       "(e.g. --call \"matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))\"), --trace TRACE.json "
                        "(from `advisor record -- python prog.py`) or a launch JSON")
 
 

@@ -1,9 +1,11 @@
 """The runner `advisor record` starts: install the launch capture, run the program, save its launches.
 
 Started as `python advisor/capture/boot.py OUT.json (script PATH | module NAME | code TEXT) [ARGS...]`
-by `advisor.capture.record`, never imported by the advisor itself. It needs only the standard library and
-the Triton the program imports, so it works wherever the program runs, and it drops its own folder
-from `sys.path` first so the program sees the `sys.path` that `python prog.py` would give it.
+by `advisor.capture.record`. It needs only the standard library and the Triton the program imports,
+so it works wherever the program runs, and it drops its own folder from `sys.path` first so the
+program sees the `sys.path` that `python prog.py` would give it. (`advisor record --no-gpu` is the
+exception: it sets TRITON_ADVISOR_NO_GPU and puts the advisor on the child's path, and the capture
+of `advisor.capture.nogpu`, which reuses `_Recorder`, replaces the two paths below.)
 
 Two capture paths, each catching the launches the other cannot see:
 
@@ -90,6 +92,10 @@ class _Recorder:
         return info
 
     def launch(self, py_fn, constexpr_names, grid, arguments: dict, num_warps, num_stages) -> None:
+        self.add(self.record_of(py_fn, constexpr_names, grid, arguments, num_warps, num_stages))
+
+    def record_of(self, py_fn, constexpr_names, grid, arguments: dict, num_warps, num_stages) -> dict:
+        """One launch as a trace entry (docs/trace.md)."""
         name, source, line, constexprs = self.kernel_info(py_fn, constexpr_names)
         tunable = self.tunable_names()
         tensors, scalars, consts, config = [], {}, {}, {}
@@ -105,8 +111,8 @@ class _Recorder:
         config["num_warps"] = int(num_warps) if num_warps else _DEFAULT_WARPS
         config["num_stages"] = int(num_stages) if num_stages is not None else _DEFAULT_STAGES
         grid = [int(g) for g in grid]
-        self.add({"source": source, "kernel": name, "line": line, "grid": grid, "tensors": tensors,
-                  "scalars": scalars, "constexprs": consts, "config": config})
+        return {"source": source, "kernel": name, "line": line, "grid": grid, "tensors": tensors,
+                "scalars": scalars, "constexprs": consts, "config": config}
 
     # --- the capture file --------------------------------------------------------------------
     def flush(self) -> None:
@@ -362,10 +368,17 @@ def main(argv: list[str]) -> None:
         del sys.path[0]
     import runpy
 
-    try:
-        install(out)
-    except Exception as exc:  # no Triton: run the program anyway, recording nothing
-        print(f"advisor record: cannot install the launch capture ({type(exc).__name__}: {exc})", file=sys.stderr)
+    no_gpu = os.environ.pop("TRITON_ADVISOR_NO_GPU", None)
+    if no_gpu:  # `advisor record --no-gpu`: the advisor's capture on tensors without data (advisor/capture/nogpu.py)
+        from advisor.capture.nogpu import start_program
+
+        start_program(out, no_gpu)
+    else:
+        try:
+            install(out)
+        except Exception as exc:  # no Triton: run the program anyway, recording nothing
+            print(f"advisor record: cannot install the launch capture ({type(exc).__name__}: {exc})",
+                  file=sys.stderr)
     if mode == "script":
         path = os.path.abspath(target)
         sys.argv = [path, *args]

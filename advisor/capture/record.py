@@ -47,8 +47,11 @@ class RecordResult:
     @property
     def summary(self) -> str:
         t = self.trace
+        groups = t.meta.get("autotune_groups") or []
+        tuned = (f"; {len(groups)} autotuned, one entry per config ({sum(map(len, groups))} entries)"
+                 if groups else "")
         return (f"recorded {t.total} launch{'es' if t.total != 1 else ''} of {len(t.kernels)} "
-                f"kernel{'s' if len(t.kernels) != 1 else ''} ({len(t.launches)} distinct) -> {self.out}")
+                f"kernel{'s' if len(t.kernels) != 1 else ''} ({len(t.launches)} distinct{tuned}) -> {self.out}")
 
 
 def child_command(argv: list[str], capture: str) -> list[str]:
@@ -98,13 +101,22 @@ def _wait(process: subprocess.Popen) -> int:
 
 
 def record(argv: list[str], out: str | os.PathLike, env: dict[str, str] | None = None,
-           cwd: str | os.PathLike | None = None) -> RecordResult:
+           cwd: str | os.PathLike | None = None, no_gpu: str | None = None) -> RecordResult:
     """Run the program `argv` with the launch capture and write its trace to `out`.
 
     The trace is written whatever the exit status: a program that fails part way leaves the
     launches it made before. `returncode` is the program's (128 + N when signal N ended it).
+    `no_gpu`: a GPU name; the program runs on tensors without data with a stand-in driver for that
+    GPU, and nothing is compiled or run (advisor/capture/nogpu.py).
     """
     out = Path(out)
+    if no_gpu is not None:
+        from ceilings.standin import gpu_spec
+
+        root = str(BOOT.parents[2])
+        env = dict(os.environ if env is None else env)
+        env.update(TRITON_ADVISOR_NO_GPU=gpu_spec(no_gpu).name, TRITON_INTERPRET="0",
+                   PYTHONPATH=os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")])))
     folder = out.absolute().parent
     if out.is_dir():
         raise AdvisorError(f"advisor record: --out {out} is a folder; give the path of the trace file to write")
@@ -134,10 +146,24 @@ def record(argv: list[str], out: str | os.PathLike, env: dict[str, str] | None =
         data = {}
         notes.append("the program ended before its launches could be saved (os._exit, a signal, or no Triton "
                      "in its Python); the trace has none")
-    entries, skipped = [], 0
+    result = trace_of_capture(data, folder, argv, out, notes)
+    result.returncode = returncode
+    write_trace(out, result.trace)
+    return result
+
+
+def trace_of_capture(data: dict, folder: Path, argv: list[str], out: Path, notes: list[str] | None = None
+                     ) -> RecordResult:
+    """The trace of what a capture saw (`launches`, `gpu`, `capture_errors`, `autotune_groups`): each
+    launch checked, identical ones merged, autotune groups renumbered to the merged launches."""
+    from advisor.capture.trace import launch_key
+
+    notes = list(notes or [])
+    entries, skipped, parsed = [], 0, {}
     for i, item in enumerate(data.get("launches", [])):
         try:
             entries.append(parse_entry(item, f"captured launch {i}", folder))
+            parsed[i] = launch_key(entries[-1][0])
         except AdvisorError as exc:
             skipped += 1
             if skipped == 1:
@@ -149,9 +175,16 @@ def record(argv: list[str], out: str | os.PathLike, env: dict[str, str] | None =
         meta["capture_errors"] = errors
         notes.append(f"{errors} launch{'es' if errors != 1 else ''} could not be read "
                      f"({data.get('first_capture_error')})")
+    index = {launch_key(launch): i for i, launch in enumerate(launches)}
+    groups = []
+    for group in data.get("autotune_groups") or ():
+        merged = list(dict.fromkeys(index[parsed[i]] for i in group if i in parsed))
+        if len(merged) > 1 and merged not in groups:
+            groups.append(merged)
+    if groups:
+        meta["autotune_groups"] = groups
     trace = Trace(launches, counts, lines, data.get("gpu"), [str(a) for a in argv], now_iso(), meta)
-    write_trace(out, trace)
-    return RecordResult(trace, returncode, out, skipped, errors, notes)
+    return RecordResult(trace, 0, out, skipped, errors, notes)
 
 
 def _signal_name(returncode: int) -> str:
@@ -163,13 +196,13 @@ def _signal_name(returncode: int) -> str:
     return ""
 
 
-def record_main(program_argv: list[str], out: str) -> int:
+def record_main(program_argv: list[str], out: str, no_gpu: str | None = None) -> int:
     """The CLI's `advisor record`: record, print a one-line summary to stderr, return the program's status.
 
     Returns 2 after printing the error when the input is bad (no program, a missing script).
     """
     try:
-        result = record(program_argv, out)
+        result = record(program_argv, out, no_gpu=no_gpu)
     except AdvisorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

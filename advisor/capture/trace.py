@@ -170,6 +170,18 @@ def parse_entry(item: Any, where: str, folder: Path) -> tuple[Launch, int | None
     return launch.with_source(_resolve(launch.source, folder)), line, count
 
 
+def autotune_groups(trace: Trace, where: str = "trace") -> list[list[int]]:
+    """The trace's autotune groups (a capture without a GPU, docs/trace.md): for each autotuned launch,
+    the indices of its entries, one per config, the first standing for the launch."""
+    groups = trace.meta.get("autotune_groups") or []
+    n = len(trace.launches)
+    if not isinstance(groups, list) or not all(
+            isinstance(g, list) and g and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i in g)
+            for g in groups):
+        raise AdvisorError(f"{where}: autotune_groups must be a list of lists of launch indices (0 to {n - 1})")
+    return groups
+
+
 def read_trace(path: str | os.PathLike) -> Trace:
     """Read and check a trace, or a plain launch JSON file as a trace of launches counted once.
 
@@ -218,7 +230,9 @@ def read_trace(path: str | os.PathLike) -> Trace:
         raise AdvisorError(f"{path}: \"launches\" must be a list of launch objects, got {type(items).__name__}")
     entries = [parse_entry(item, f"{path}: launch {i}", folder) for i, item in enumerate(items)]
     launches, lines, counts = unzip_entries(entries)
-    return Trace(launches, counts, lines, gpu, list(program), created, meta)
+    trace = Trace(launches, counts, lines, gpu, list(program), created, meta)
+    autotune_groups(trace, str(path))  # a bad autotune_groups field is the file's error, named now
+    return trace
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,164 @@
+"""`--call "matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))"`: the launches of one call of a
+kernel file's own host code, captured without a GPU as a launch trace.
+
+The call is one Python expression evaluated against the file's top-level names (opened with
+`ceilings.compile.load_module`) plus these helpers, which shadow the file's names of the same
+spelling inside the expression only:
+
+* tensors without data: `randn`, `rand`, `zeros`, `ones`, `empty`, each taking sizes and an optional
+  dtype (`randn(8, 4096, bf16)`, `zeros((8, 4096), dtype=f32)`); they are torch `meta` tensors;
+* dtypes: `f16`, `bf16`, `f32`, `f64`, `f8` (float8_e4m3fn), `f8e5` (float8_e5m2), `i8`, `i16`,
+  `i32`, `i64`, `u8`, `bool_`; and `torch` itself.
+
+The host code runs with the capture of `advisor.capture.nogpu` (nothing compiled or run, except a
+`kernel.warmup` the host code reads registers from); what it prints goes to stderr, so the
+advisor's own output stays clean. Every way the call can fail is one AdvisorError line: a name the
+file does not define, arguments that do not fit the function or a kernel, host code that needs
+tensor values (`.item()`, `.tolist()`, `if x.any()`), or any other error, with the file and line
+where it happened.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from advisor.capture.nogpu import KernelArgumentError, NoGPUCapture, NoGPURecorder
+from advisor.capture.record import trace_of_capture
+from advisor.capture.trace import Trace
+from ceilings.errors import AdvisorError
+
+_WHERE = "<--call>"
+_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "f8": "float8_e4m3fn",
+           "f8e5": "float8_e5m2", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+           "bool_": "bool"}
+_FACTORIES = ("randn", "rand", "zeros", "ones", "empty")
+
+
+def helpers() -> dict:
+    """The names a call may use besides the file's own."""
+    import torch
+
+    names: dict = {"torch": torch}
+    names.update((short, getattr(torch, long)) for short, long in _DTYPES.items())
+    for name in _FACTORIES:
+        names[name] = _factory(name)
+    return names
+
+
+def _factory(name: str):
+    import torch
+
+    def make(*sizes, dtype=None, device=None, requires_grad=False):
+        dims = list(sizes)
+        if dims and isinstance(dims[-1], torch.dtype):
+            if dtype is not None:
+                raise AdvisorError(f"{name}(...) got two dtypes; give one, e.g. {name}(4096, 4096, f16)")
+            dtype = dims.pop()
+        if len(dims) == 1 and isinstance(dims[0], tuple | list):
+            dims = list(dims[0])
+        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+            raise AdvisorError(f"{name}({', '.join(map(repr, sizes))}): give sizes as non-negative integers and "
+                               f"optionally a dtype, e.g. {name}(4096, 4096, f16)")
+        if dtype is not None and not isinstance(dtype, torch.dtype):
+            raise AdvisorError(f"{name}(...): dtype {dtype!r} is not a dtype; use one of {', '.join(_DTYPES)}")
+        return torch.empty(dims, dtype=dtype or torch.float32, device="meta")
+
+    make.__name__ = name
+    return make
+
+
+def parse_call(call: str) -> ast.Expression:
+    try:
+        tree = ast.parse(call.strip(), _WHERE, mode="eval")
+    except SyntaxError as exc:
+        raise AdvisorError(f"--call {call!r} is not a Python expression ({exc.msg}); write a call such as "
+                           "\"matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))\"") from None
+    if not isinstance(tree.body, ast.Call):
+        raise AdvisorError(f"--call {call!r} is not a call; write the host function and its arguments, such as "
+                           "\"matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))\"")
+    return tree
+
+
+def host_functions(module) -> list[str]:
+    """The file's own top-level functions a call can name (its kernels and classes aside)."""
+    from ceilings.compile import _is_jit
+
+    return [name for name, obj in vars(module).items()
+            if callable(obj) and not name.startswith("__") and not _is_jit(obj)
+            and getattr(obj, "__module__", None) == module.__name__ and not isinstance(obj, type)]
+
+
+def _check_names(tree: ast.Expression, namespace: dict, module, call: str, path: Path) -> None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in namespace and not hasattr(builtins, node.id):
+            defined = ", ".join(host_functions(module)) or "no host functions"
+            raise AdvisorError(f"--call {call!r}: {node.id} is not defined in {path.name} (it defines {defined}; "
+                               f"tensors: {', '.join(_FACTORIES)}; dtypes: {', '.join(_DTYPES)})")
+
+
+def _failure_site(exc: BaseException, path: Path) -> tuple[str, bool]:
+    """Where the call failed ('file.py:LINE'), preferring the kernel file's deepest frame, and whether
+    it failed in the call expression itself (arguments that do not fit the called function)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if os.path.abspath(f.filename) == str(path)]
+    frame = (mine or frames or [None])[-1]
+    at_call = bool(frames) and frames[-1].filename == _WHERE
+    return (f"{Path(frame.filename).name}:{frame.lineno}" if frame else "?"), at_call
+
+
+def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None) -> Trace:
+    """The trace of the launches `call` makes, evaluated against the kernel file at `path`."""
+    from ceilings import standin
+    from ceilings.compile import load_module
+
+    path = Path(path).resolve()
+    tree = parse_call(call)
+    spec = standin.gpu_spec(gpu)
+    module = load_module(path, spec.name)
+    namespace = {**vars(module), **helpers()}
+    _check_names(tree, namespace, module, call, path)
+    rec = NoGPURecorder("", spec.name)
+    code = compile(tree, _WHERE, "eval")
+    try:
+        with contextlib.redirect_stdout(sys.stderr), NoGPUCapture(rec, spec).active():
+            eval(code, namespace)
+    except AdvisorError as exc:
+        raise AdvisorError(f"--call {call!r}: {exc}") from None
+    except standin.NeedsData as exc:
+        where, _ = _failure_site(exc, path)
+        raise AdvisorError(f"--call {call!r}: {exc.what} at {where} needs tensor values, which a capture without "
+                           "a GPU does not have (its tensors hold no data); call a function that only prepares "
+                           "and launches kernels, or record on a GPU with `advisor record`") from None
+    except KernelArgumentError as exc:
+        where, _ = _failure_site(exc, path)
+        raise AdvisorError(f"--call {call!r}: {exc} (at {where})") from None
+    except Exception as exc:
+        where, at_call = _failure_site(exc, path)
+        first = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+        if at_call and isinstance(exc, TypeError):
+            raise AdvisorError(f"--call {call!r}: wrong arguments ({exc})") from None
+        raise AdvisorError(f"--call {call!r} failed at {where}: {first}") from None
+    data = rec.data()
+    if not data["launches"]:
+        raise AdvisorError(f"--call {call!r} launched no Triton kernel; call the host function that launches "
+                           f"one (in {path.name}: {', '.join(host_functions(module)) or 'none'})")
+    return trace_of_capture(data, path.parent, [str(path), "--call", call], Path(os.devnull)).trace
+
+
+def record_call(path: str | os.PathLike, call: str, out: str | os.PathLike, gpu: str | None = None) -> str:
+    """`advisor record --call EXPR FILE`: write the call's trace to `out`; the one-line summary."""
+    from advisor.capture.record import RecordResult
+    from advisor.capture.trace import write_trace
+
+    if not Path(path).is_file():
+        raise AdvisorError(f"advisor record --call: kernel file {path} does not exist; give the file whose host "
+                           "function the call names")
+    trace = capture_call(path, call, gpu)
+    write_trace(out, trace)
+    return RecordResult(trace, 0, Path(out)).summary

@@ -1,0 +1,206 @@
+"""Capture launches without a GPU: run host code on tensors without data and record each launch at
+the point the JIT would compile it, compiling and running nothing.
+
+The host code runs in the stand-in environment of `ceilings.standin` (a CUDA driver that answers
+for the chosen GPU, torch `meta` tensors in place of CUDA ones). Launches are taken over there:
+
+* `kernel[grid](...)`: the arguments are bound to the kernel's parameters as Triton's binder binds
+  them (positional, keyword, defaults), the grid function is called with them, and the launch is
+  recorded with the num_warps / num_stages it was given (Triton's defaults 4 and 3 otherwise).
+* `kernel.warmup(...)` (host code that sizes a grid from the compiled kernel's registers and shared
+  memory): the kernel is compiled ahead of time for the chosen GPU (`ceilings.compile`) and a
+  stand-in of Triton's compiled kernel is returned, with `n_regs`, `n_spills` and
+  `metadata.shared`; launching it (`compiled[grid](...)`) is recorded like any other launch.
+* `@triton.autotune`: there is nothing to time, so the kernel is launched once with each config
+  the autotuner would benchmark (its `prune_configs_by` applied), in the list's order. The launches
+  of one autotuned call form an autotune group (the trace's `autotune_groups`): alternatives of one
+  launch, the first standing for the launch (the autotuner picks by timing on a GPU). A config's
+  `pre_hook` runs before its launch, as on a GPU (on tensors without data); the autotuner's own
+  reset/restore hooks for benchmarking do not. `@triton.heuristics` run as usual, per config.
+
+Used in-process for `--call` (`advisor.capture.call`) and in the child of `advisor record --no-gpu`
+(`advisor/capture/boot.py` calls `start_program`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+from types import SimpleNamespace
+
+from advisor.capture import boot
+from ceilings import standin
+
+_DEFAULT_WARPS, _DEFAULT_STAGES = 4, 3
+_LAUNCH_OPTIONS = ("num_warps", "num_stages")
+
+
+class KernelArgumentError(TypeError):
+    """A launch whose arguments do not bind to the kernel's parameters."""
+
+
+class NoGPURecorder(boot._Recorder):  # the same records and dedupe as a GPU recording, plus autotune groups
+    def __init__(self, out: str, gpu: str):
+        super().__init__(out)
+        self.gpu = gpu
+        self.groups: list[list[str]] = []      # record keys of each autotuned call's launches
+        self._open: list[str] | None = None
+
+    def add(self, record: dict) -> None:
+        super().add(record)
+        if self._open is not None:
+            self._open.append(json.dumps(record, sort_keys=True, default=str))
+
+    @contextlib.contextmanager
+    def autotune_group(self):
+        outer, self._open = self._open, []
+        try:
+            yield
+        finally:
+            group, self._open = self._open, outer
+            if group:
+                self.groups.append(list(dict.fromkeys(group)))
+
+    def data(self) -> dict:
+        """The capture as `boot` writes it, with `gpu` the GPU answered for and `autotune_groups` as
+        lists of indices into `launches`."""
+        with self.lock:
+            keys = list(self.entries)
+            launches = [dict(record, count=count) for record, count in self.entries.values()]
+        index = {key: i for i, key in enumerate(keys)}
+        groups = [[index[k] for k in group if k in index] for group in self.groups]
+        return {"gpu": self.gpu, "launches": launches, "capture_errors": self.errors,
+                "first_capture_error": self.first_error, "capture_paths": ["no-gpu"],
+                "autotune_groups": [g for g in groups if len(g) > 1]}
+
+    def flush(self) -> None:
+        tmp = f"{self.out}.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            json.dump(self.data(), fh, default=str)
+        os.replace(tmp, self.out)
+
+
+def bind(jit_fn, args: tuple, kwargs: dict) -> dict:
+    """The kernel's parameters bound to a launch's arguments, in parameter order, defaults applied."""
+    name = jit_fn.fn.__name__
+    params = jit_fn.params
+    if len(args) > len(params):
+        raise KernelArgumentError(f"{name} takes {len(params)} arguments but the launch gives {len(args)}")
+    bound = {p.name: a for p, a in zip(params, args, strict=False)}
+    for key, value in kwargs.items():
+        if key in bound:
+            raise KernelArgumentError(f"{name} got two values for argument {key!r}")
+        bound[key] = value
+    for p in params:
+        if p.name not in bound:
+            if not p.has_default:
+                raise KernelArgumentError(f"the launch of {name} gives no value for argument {p.name!r}")
+            bound[p.name] = p.default
+    return {p.name: bound[p.name] for p in params}
+
+
+class _WarmedKernel:
+    """What `kernel.warmup(...)` returns here: Triton's compiled kernel as far as host code reads it."""
+
+    def __init__(self, capture: NoGPUCapture, jit_fn, bound: dict, options: dict, compiled):
+        self._capture, self._jit_fn, self._bound, self._options = capture, jit_fn, bound, options
+        self.n_regs = compiled.registers or 0
+        self.n_spills = (compiled.local_bytes or 0) // 4
+        self.n_max_threads = 1024
+        self.metadata = SimpleNamespace(shared=compiled.shared_bytes, num_warps=compiled.num_warps,
+                                        num_stages=compiled.num_stages, name=jit_fn.fn.__name__)
+
+    def _init_handles(self) -> None:
+        return None
+
+    def __getitem__(self, grid):
+        def runner(*args, stream=None):
+            params = self._jit_fn.params
+            # Triton's compiled kernel takes every argument; accept the runtime ones alone too.
+            names = [p.name for p in params] if len(args) == len(params) else \
+                [p.name for p in params if not p.is_constexpr]
+            bound = {**self._bound, **dict(zip(names, args, strict=False))}
+            self._capture.record(self._jit_fn, grid, bound, self._options)
+        return runner
+
+
+class NoGPUCapture:
+    """Takes over kernel launches and autotuning for a `NoGPURecorder` (see the module docstring)."""
+
+    def __init__(self, recorder: NoGPURecorder, spec):
+        self.rec, self.spec = recorder, spec
+
+    def record(self, jit_fn, grid, bound: dict, options: dict) -> None:
+        if callable(grid):
+            grid = grid(dict(bound))
+        grid = tuple(grid) if isinstance(grid, tuple | list) else (grid,)
+        self.rec.launch(jit_fn.fn, lambda: [p.name for p in jit_fn.params if p.is_constexpr], grid, bound,
+                        options.get("num_warps") or _DEFAULT_WARPS,
+                        options.get("num_stages") if options.get("num_stages") is not None else _DEFAULT_STAGES)
+
+    def jit_run(self, jit_fn, args, kwargs, grid, warmup):
+        names = {p.name for p in jit_fn.params}
+        # Triton reads its launch options from the same keywords, also where a parameter has their name.
+        options = {k: v for k, v in kwargs.items() if k not in names or k in _LAUNCH_OPTIONS}
+        bound = bind(jit_fn, args, {k: v for k, v in kwargs.items() if k in names})
+        if warmup:
+            return self._warmup(jit_fn, bound, options, grid)
+        self.record(jit_fn, grid, bound, options)
+        return None
+
+    def _warmup(self, jit_fn, bound: dict, options: dict, grid):
+        from ceilings.compile import compile_launch
+        from ceilings.launch import Launch
+
+        if callable(grid):
+            grid = grid(dict(bound))
+        record = self.rec.record_of(jit_fn.fn, lambda: [p.name for p in jit_fn.params if p.is_constexpr],
+                                    tuple(grid), bound, options.get("num_warps") or _DEFAULT_WARPS,
+                                    options.get("num_stages") if options.get("num_stages") is not None
+                                    else _DEFAULT_STAGES)
+        compiled = compile_launch(Launch.from_dict(record, f"warmup of {record['kernel']}"), self.spec.arch,
+                                  fn=jit_fn)
+        return _WarmedKernel(self, jit_fn, bound, options, compiled)
+
+    def autotune_run(self, tuner, args, kwargs):
+        tuner.nargs = dict(zip(tuner.arg_names, args, strict=False))
+        try:
+            configs = tuner.prune_configs(kwargs)
+        except Exception:  # a pruning rule that needs real data or a GPU: the whole list
+            configs = list(tuner.configs)
+        names = set()
+        for config in tuner.configs:
+            names |= set(config.kwargs)
+        stack = self.rec.local.__dict__.setdefault("tunable", [])
+        stack.append(names)
+        try:
+            with self.rec.autotune_group():
+                for config in configs:
+                    if config.pre_hook is not None:  # e.g. sets tensor descriptors' block shapes per config
+                        config.pre_hook({**tuner.nargs, **kwargs, **config.all_kwargs()})
+                    tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+        finally:
+            stack.pop()
+            tuner.nargs = None
+
+    @contextlib.contextmanager
+    def active(self):
+        with standin.environment(self.spec), standin.launches_to(self.jit_run, self.autotune_run):
+            yield self
+
+
+def start_program(out: str, gpu: str) -> NoGPURecorder:
+    """For the child of `advisor record --no-gpu`: the capture stays on for the whole program and the
+    launches are written to `out` at exit."""
+    import os
+
+    os.environ["TRITON_INTERPRET"] = "0"  # launches reach the JIT; nothing is interpreted or run
+    spec = standin.gpu_spec(gpu)
+    rec = NoGPURecorder(out, spec.name)
+    rec.stack = contextlib.ExitStack()  # kept on the recorder: collecting it would end the capture
+    rec.stack.enter_context(NoGPUCapture(rec, spec).active())
+    atexit.register(rec.flush)
+    return rec
+

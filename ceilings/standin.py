@@ -1,0 +1,282 @@
+"""Open a kernel file on any machine: a stand-in for Triton's CUDA driver and tensors without data.
+
+Kernel files as people write them ask the GPU things at import time
+(`DEVICE = triton.runtime.driver.active.get_active_torch_device()`, the device's SM count and
+shared memory for an occupancy rule, `torch.cuda.get_device_capability()`), and many check
+themselves at the top level (launch a kernel, compare with torch, run a benchmark). On a machine
+without a GPU, Triton finds no active driver and the import fails on the first of these. Compiling
+a kernel needs none of it: the advisor compiles ahead of time for a target it names.
+
+So a kernel file is executed in a stand-in environment, one top-level statement at a time:
+
+* `triton.runtime.driver.active` is a `StandInDriver` that answers device and target queries for a
+  chosen GPU (the H100, sm_90, unless told otherwise) from `ceilings.hardware`; its torch device is
+  the `meta` device, so tensors made on it hold no data.
+* A torch function mode sends tensors asked for on a CUDA device (`device="cuda"`, `.cuda()`,
+  `.to("cuda")`) to the `meta` device, reports meta tensors as CUDA tensors (`x.is_cuda`), and
+  turns an operation that needs tensor values (`.item()`, `.tolist()`, `if x.any()`) into
+  `NeedsData`. A few `torch.cuda` queries (`get_device_capability`, `get_device_name`,
+  `get_device_properties`, `current_device`, `device(...)`, `synchronize`) answer for the same GPU.
+* While the file is opened, kernel launches and autotuning raise `NotRunHere` (nothing is compiled
+  or run); `advisor.capture.nogpu` replaces that with the capture of each launch.
+* A statement that fails (a self-check that compares results, a benchmark, a missing optional
+  package) is skipped and remembered in `module.__advisor_skipped__` as (line, error); the
+  statements after it still run, so the `@triton.jit` functions, their helpers, constexpr globals
+  and autotune lists built by functions are all defined as in a real import.
+
+This runs the file's top-level code, as importing it does (the README says so). torch is optional:
+without it, only the driver is replaced.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import threading
+from types import SimpleNamespace
+
+DEFAULT_GPU = "h100"
+_LOCK = threading.RLock()
+
+
+class NotRunHere(RuntimeError):
+    """A kernel launch or benchmark reached while a kernel file is read without a GPU."""
+
+
+class NeedsData(RuntimeError):
+    """Host code asked for tensor values, which the tensors of a stand-in run do not hold."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what} needs tensor values; the tensors here hold no data")
+        self.what = what
+
+
+class _StandInUtils:
+    def __init__(self, spec):
+        self.spec = spec
+
+    def get_device_properties(self, device=None) -> dict:
+        """The keys Triton's CUDA driver returns (triton/backends/nvidia/driver.c)."""
+        s = self.spec
+        return {"max_shared_mem": s.smem_per_block, "max_num_regs": s.registers_per_sm,
+                "multiprocessor_count": s.sms, "warpSize": 32, "sm_clock_rate": int(s.boost_clock_ghz * 1e6),
+                "mem_clock_rate": 0, "mem_bus_width": 0}
+
+
+class StandInDriver:
+    """Duck-types Triton's `DriverBase` for device and target queries; runs nothing."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.utils = _StandInUtils(spec)
+        self.launcher_cls = None
+
+    @staticmethod
+    def is_active() -> bool:
+        return False
+
+    def get_current_target(self):
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", self.spec.arch, 32)
+
+    def get_active_torch_device(self):
+        import torch
+
+        return torch.device("meta")
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device) -> None:
+        return None
+
+    def get_current_stream(self, device=None) -> int:
+        return 0
+
+    def get_device_capability(self, device=None) -> tuple[int, int]:
+        return divmod(self.spec.arch, 10)
+
+    def get_device_interface(self):
+        import torch
+
+        return torch.cuda
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        from triton.backends.nvidia.driver import ty_to_cpp
+
+        return ty_to_cpp(ty)
+
+    def get_benchmarker(self):
+        def benchmark(*args, **kwargs):
+            raise NotRunHere("timing a kernel needs a GPU; the stand-in driver runs nothing")
+        return benchmark
+
+    def get_empty_cache_for_benchmark(self):
+        raise NotRunHere("timing a kernel needs a GPU; the stand-in driver runs nothing")
+
+
+def gpu_spec(gpu=None):
+    """A GPU name (or spec) resolved once into its spec; the stand-in's default is the H100."""
+    from ceilings.hardware import get_spec
+
+    if gpu is None or isinstance(gpu, str):
+        return get_spec(gpu or DEFAULT_GPU)
+    return gpu
+
+
+# ----------------------------------------------------------------------------------------------
+# torch: CUDA devices become the meta device.
+# ----------------------------------------------------------------------------------------------
+_DATA_METHODS = ("item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__array__")
+
+
+def _is_gpu_device(device) -> bool:
+    import torch
+
+    if isinstance(device, torch.device):
+        return device.type == "cuda"
+    if isinstance(device, str):
+        return device.split(":")[0] == "cuda"
+    return isinstance(device, int) and not isinstance(device, bool)
+
+
+def _meta_mode():
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    data_methods = {getattr(torch.Tensor, name) for name in _DATA_METHODS if hasattr(torch.Tensor, name)}
+    is_cuda_getter = torch.Tensor.is_cuda.__get__
+
+    class MetaDevice(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func in data_methods and any(getattr(a, "is_meta", False) for a in args):
+                raise NeedsData(f".{func.__name__}()")
+            if func == is_cuda_getter and args and getattr(args[0], "is_meta", False):
+                return True
+            if "device" in kwargs and _is_gpu_device(kwargs["device"]):
+                kwargs["device"] = "meta"
+            if func is torch.Tensor.cuda:
+                return args[0].to("meta")
+            if func is torch.Tensor.to:
+                args = tuple("meta" if i and _is_gpu_device(a) and not isinstance(a, int) else a
+                             for i, a in enumerate(args))
+            try:
+                return func(*args, **kwargs)
+            except (NotImplementedError, RuntimeError) as exc:
+                if "meta" in str(exc) and not isinstance(exc, (NotRunHere, NeedsData)):
+                    name = getattr(func, "__name__", str(func))
+                    raise NeedsData(f"{name}()") from exc
+                raise
+
+    return MetaDevice()
+
+
+def _cuda_answers(spec) -> dict:
+    major, minor = divmod(spec.arch, 10)
+    properties = SimpleNamespace(name=spec.name, major=major, minor=minor, multi_processor_count=spec.sms,
+                                 shared_memory_per_block_optin=spec.smem_per_block,
+                                 max_threads_per_multi_processor=spec.max_warps_per_sm * 32,
+                                 regs_per_multiprocessor=spec.registers_per_sm, warp_size=32,
+                                 L2_cache_size=spec.l2_bytes)
+    return {"get_device_capability": lambda device=None: (major, minor),
+            "get_device_name": lambda device=None: spec.name,
+            "get_device_properties": lambda device=None: properties,
+            "current_device": lambda: 0,
+            "set_device": lambda device: None,
+            "synchronize": lambda device=None: None,
+            "device": lambda device=None: contextlib.nullcontext(),
+            "device_count": lambda: 1}
+
+
+@contextlib.contextmanager
+def environment(gpu=None):
+    """The stand-in driver, meta tensors for CUDA ones, and `torch.cuda` answers for `gpu`, for the
+    duration of the block (one block at a time per process)."""
+    spec = gpu_spec(gpu)
+    with _LOCK, contextlib.ExitStack() as stack:
+        from triton.runtime import driver
+
+        saved = driver._active
+        driver.set_active(StandInDriver(spec))
+        stack.callback(setattr, driver, "_active", saved)
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            for name, answer in _cuda_answers(spec).items():
+                stack.callback(_restore, torch.cuda, name, torch.cuda.__dict__.get(name, _ABSENT))
+                setattr(torch.cuda, name, answer)
+            stack.enter_context(_meta_mode())
+        yield spec
+
+
+_ABSENT = object()
+
+
+def _restore(owner, name: str, value) -> None:
+    if value is _ABSENT:
+        delattr(owner, name)
+    else:
+        setattr(owner, name, value)
+
+
+@contextlib.contextmanager
+def launches_to(jit_run, autotune_run):
+    """Route every `kernel[grid](...)` through `jit_run(jit_fn, args, kwargs, grid, warmup)` and every
+    autotuned launch through `autotune_run(autotuner, args, kwargs)` for the duration of the block."""
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    saved = JITFunction.run, Autotuner.run
+
+    def run(self, *args, grid, warmup, **kwargs):
+        return jit_run(self, args, kwargs, grid, warmup)
+
+    def tune(self, *args, **kwargs):
+        return autotune_run(self, args, kwargs)
+
+    with _LOCK:
+        JITFunction.run, Autotuner.run = run, tune
+        try:
+            yield
+        finally:
+            JITFunction.run, Autotuner.run = saved
+
+
+def _refuse_launch(fn, args, kwargs, grid, warmup):
+    name = getattr(getattr(fn, "fn", fn), "__name__", "a kernel")
+    raise NotRunHere(f"{name} is not launched while the file is read without a GPU")
+
+
+def _refuse_autotune(tuner, args, kwargs):
+    raise NotRunHere(f"{getattr(tuner.base_fn, '__name__', 'a kernel')} is not autotuned while the file is read "
+                     "without a GPU")
+
+
+# ----------------------------------------------------------------------------------------------
+# Executing a kernel file.
+# ----------------------------------------------------------------------------------------------
+def execute(source: str, filename: str, namespace: dict, gpu=None) -> list[tuple[int, str]]:
+    """Run a kernel file's top-level statements in `namespace` in the stand-in environment; return
+    the (line, error) of each statement that failed and was skipped."""
+    tree = ast.parse(source, filename)
+    flags = 0
+    for node in tree.body:  # `from __future__` imports apply to every statement after them
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            for alias in node.names:
+                feature = getattr(__import__("__future__"), alias.name, None)
+                flags |= getattr(feature, "compiler_flag", 0)
+    skipped = []
+    with environment(gpu), launches_to(_refuse_launch, _refuse_autotune):
+        for node in tree.body:
+            code = compile(ast.Module([node], type_ignores=[]), filename, "exec", flags=flags, dont_inherit=True)
+            try:
+                exec(code, namespace)
+            except (Exception, SystemExit) as exc:  # a self-check, a benchmark, an optional import: skip it, keep going
+                text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+                start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+                skipped.append((start, text[0][:200] if text else type(exc).__name__))
+    return skipped

@@ -1,0 +1,382 @@
+"""Kernel files as people write them, on a machine without a GPU (issue 13, points 1-3).
+
+The fixtures in tests/fixtures/styles/ are written for these tests in the style of Triton's
+tutorials 01-06, Liger-Kernel and FlagGems: a device query at import time, top-level self-checks,
+autotune lists built by functions and list comprehensions, heuristics, JIT helpers. Each must open
+(ceilings/standin.py), have its launches captured from a call (advisor/capture/call.py, nogpu.py),
+and get a ceiling and a ranked suggestion.
+
+`suggest` and `ceiling` compile kernels; this test process runs Triton's interpreter (conftest), so
+compiling here would start a child per config. They run instead through `advisor.cli.main` in one
+child process without the interpreter, every command in turn, sharing the compile cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from ceilings.compile import find_kernels, load_module
+from ceilings.errors import AdvisorError
+
+REPO = Path(__file__).resolve().parents[1]
+STYLES = REPO / "tests" / "fixtures" / "styles"
+
+MATMUL = "matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))"
+# fixture -> (its launchable kernels, a call, the kernels that call launches, autotune configs per launch or None)
+FILES = {
+    "tut01_vector_add.py": (["add_kernel"], "add(randn(98432), randn(98432))", ["add_kernel"], None),
+    "tut02_fused_softmax.py": (["softmax_kernel"], "softmax(randn(4096, 781))", ["softmax_kernel"], None),
+    "tut03_matmul.py": (["matmul_kernel"], MATMUL, ["matmul_kernel"], 4),
+    "tut04_dropout.py": (["_seeded_dropout"], "seeded_dropout(randn(1 << 20), 0.5, 123)", ["_seeded_dropout"], None),
+    "tut05_layer_norm.py": (["_layer_norm_fwd_fused", "_layer_norm_bwd_dx_fused", "_layer_norm_bwd_dwdb"],
+                            "layer_norm_fwd(randn(4096, 8192, f16), (8192,), randn(8192, f16), randn(8192, f16))",
+                            ["_layer_norm_fwd_fused"], None),
+    "tut06_fused_attention.py": (["_attn_fwd"], "attention(randn(2, 8, 1024, 64, f16), randn(2, 8, 1024, 64, f16), "
+                                 "randn(2, 8, 1024, 64, f16), True, 0.125)", ["_attn_fwd"], 3),
+    "liger_style.py": (["_rms_norm_forward_kernel", "_triton_rope", "_swiglu_forward_kernel"],
+                       "rms_norm_forward(randn(8, 4096, bf16), randn(4096, bf16), 1e-6)", ["_rms_norm_forward_kernel"],
+                       None),
+    "flaggems_style.py": (["sum_kernel"], "sum_dim(randn(1024, 4096, f32))", ["sum_kernel"], 4),
+}
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------------- opening
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_each_style_opens_without_a_gpu(name):
+    module = load_module(STYLES / name)
+    assert sorted(find_kernels(module)) == sorted(FILES[name][0])
+    # Only the tutorials' own self-checks (launch, compare, print values) were skipped, never a definition.
+    for line, error in module.__advisor_skipped__:
+        assert error.startswith(("NotRunHere", "NameError", "NeedsData")), (line, error)
+    if hasattr(module, "DEVICE"):
+        assert str(module.DEVICE) == "meta"
+
+
+def test_opening_leaves_triton_and_torch_as_they_were():
+    import torch
+    from triton.runtime import driver
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    before = (driver._active, JITFunction.run, Autotuner.run, torch.cuda.get_device_capability)
+    load_module(STYLES / "tut02_fused_softmax.py")
+    from advisor.capture.call import capture_call
+
+    capture_call(STYLES / "tut03_matmul.py", MATMUL)
+    assert (driver._active, JITFunction.run, Autotuner.run, torch.cuda.get_device_capability) == before
+    assert torch.empty(2, device="cpu").device.type == "cpu"
+
+
+def test_a_kernel_missing_after_a_failed_statement_names_the_line(tmp_path):
+    path = tmp_path / "needs_pkg.py"
+    path.write_text(textwrap.dedent("""
+        import triton
+        import triton.language as tl
+        from not_a_package import helper
+
+        @triton.jit
+        def k(x_ptr, BLOCK: tl.constexpr):
+            helper()
+    """))
+    from ceilings.compile import load_kernel
+
+    with pytest.raises(AdvisorError, match=r"no Triton kernel 'j'; it defines k"):
+        load_kernel(path, "j")
+    bad = tmp_path / "decorator_fails.py"
+    bad.write_text("import triton\n\n@triton.autotune(configs=missing(), key=[])\n@triton.jit\ndef k(x):\n    pass\n")
+    with pytest.raises(AdvisorError, match=r"line 3 of the file failed here and was skipped: NameError"):
+        load_kernel(bad)
+
+
+# ----------------------------------------------------------------------------- the autotune space (point 3)
+
+def test_autotune_lists_built_by_code_are_the_space():
+    from advisor.advice.search import declared_space
+
+    space, loc = declared_space(STYLES / "tut03_matmul.py", "matmul_kernel")
+    assert [c.label() for c in space] == ["M128 N256 K64 G8 w8 s3", "M64 N256 K32 G8 w4 s4",
+                                          "M128 N128 K32 G8 w4 s4", "M64 N64 K32 G8 w2 s5"]
+    text = (STYLES / "tut03_matmul.py").read_text().splitlines()
+    assert text[loc.line - 1].startswith("def get_autotune_config(") and "get_autotune_config()" in loc.what
+    space, loc = declared_space(STYLES / "tut06_fused_attention.py", "_attn_fwd")  # comprehension, filtered
+    assert [(c["BLOCK_M"], c["BLOCK_N"]) for c in space] == [(64, 32), (64, 64), (128, 64)]
+    assert "filter(keep, configs)" in loc.what
+    space, loc = declared_space(STYLES / "flaggems_style.py", "sum_kernel")  # under a library-entry wrapper
+    assert len(space) == 4 and "cfggen()" in loc.what
+
+
+def test_current_config_is_the_one_the_launch_used(tmp_path):
+    """A traced launch with the third config of a function-built list: that config is current."""
+    from advisor.advice.suggest import subjects_for
+    from advisor.capture.call import capture_call
+    from advisor.capture.trace import write_trace
+
+    trace = capture_call(STYLES / "tut03_matmul.py", MATMUL)
+    third = trace.launches[2]
+    trace.launches, trace.counts, trace.lines, trace.meta = [third], [1], [None], {}
+    write_trace(tmp_path / "t.json", trace)
+    (subject,) = subjects_for(str(tmp_path / "t.json"))
+    assert subject.current == third.config and subject.current.label() == "M128 N128 K32 G8 w4 s4"
+    assert len(subject.space()) == 4 and subject.location.what.startswith("autotune configs built by code")
+
+
+# -------------------------------------------------------------------------------- capture (point 2)
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_record_call_writes_the_launches(tmp_path, capsys, name):
+    _, call, kernels, configs = FILES[name]
+    out = tmp_path / "trace.json"
+    start = time.perf_counter()
+    assert main(["record", "--call", call, "--out", str(out), str(STYLES / name)]) == 0
+    took = time.perf_counter() - start
+    assert took < 60, f"recording {name} took {took:.1f} s"
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "triton-advisor-trace" and doc["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert doc["program"] == [str(STYLES / name), "--call", call]
+    assert [launch["kernel"] for launch in doc["launches"]][:1] == kernels[:1]
+    assert {launch["kernel"] for launch in doc["launches"]} == set(kernels)
+    assert all(launch["source"] == str(STYLES / name) and launch["line"] for launch in doc["launches"])
+    if configs:
+        assert doc["autotune_groups"] == [list(range(configs))] and len(doc["launches"]) == configs
+    else:
+        assert "autotune_groups" not in doc and len(doc["launches"]) == 1
+    assert "recorded" in capsys.readouterr().err
+
+
+def test_captured_launches_hold_what_the_jit_would_compile():
+    from advisor.capture.call import capture_call
+
+    matmul = capture_call(STYLES / "tut03_matmul.py", MATMUL)
+    first = matmul.launches[0]
+    assert first.grid == (16 * 32,) and first.config.label() == "M128 N256 K64 G8 w8 s3"
+    assert dict(first.constexprs) == {"ACTIVATION": ""} and first.scalar("K") == 4096
+    assert [t.shape for t in first.tensors] == [(4096, 4096)] * 3 and first.tensors[0].dtype == "float16"
+    assert [launch.grid for launch in matmul.launches] == [(512,), (1024,), (1024,), (4096,)]
+    gems = capture_call(STYLES / "flaggems_style.py", "sum_dim(randn(64, 256, f32))")  # heuristics per config
+    assert [dict(launch.constexprs)["ONE_TILE_PER_CTA"] for launch in gems.launches] == [True] * 4
+    softmax = capture_call(STYLES / "tut02_fused_softmax.py", "softmax(randn(4096, 781))")
+    (launch,) = softmax.launches  # a persistent grid sized from the compiled kernel's registers
+    assert launch.grid[0] % 132 == 0 and launch.grid[0] <= 4096 and launch.config.num_stages == 4
+    backward = capture_call(STYLES / "tut05_layer_norm.py", "layer_norm_bwd(randn(512, 1024, f16), "
+                            "randn(512, 1024, f16), randn(1024, f16), randn(1024, f16), empty(512), empty(512))")
+    assert [(launch.kernel, launch.grid) for launch in backward.launches] == [
+        ("_layer_norm_bwd_dx_fused", (512,)), ("_layer_norm_bwd_dwdb", (8,))]
+    rope = capture_call(STYLES / "liger_style.py", "rope_forward(randn(2, 32, 128, 64, bf16), "
+                        "randn(2, 8, 128, 64, bf16), randn(128, 64, f32), randn(128, 64, f32))")
+    assert rope.launches[0].grid == (256,) and dict(rope.launches[0].constexprs)["pad_n_kh"] == 8
+    swiglu = capture_call(STYLES / "liger_style.py", "swiglu_forward(randn(4, 11008, bf16), randn(4, 11008, bf16))")
+    assert swiglu.launches[0].config.params == {"BLOCK_SIZE": 16384} and swiglu.launches[0].config.num_warps == 16
+
+
+def test_device_queries_answer_for_the_chosen_gpu(tmp_path):
+    """A persistent grid sized at import time from the SM count: one per SM of the GPU asked for."""
+    from advisor.capture.call import capture_call
+
+    path = tmp_path / "persistent.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import triton
+        import triton.language as tl
+        from triton.runtime import driver
+
+        NUM_SM = driver.active.utils.get_device_properties(0)["multiprocessor_count"]
+
+        @triton.jit
+        def fill_kernel(x_ptr, n, BLOCK: tl.constexpr):
+            for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+        def fill(x):
+            major, _ = torch.cuda.get_device_capability()
+            fill_kernel[(NUM_SM,)](x, x.numel(), BLOCK=256 if major >= 9 else 128)
+    """))
+    for gpu, sms, block in (("h100", 132, 256), ("a100", 108, 128)):
+        (launch,) = capture_call(path, "fill(empty(1 << 20))", gpu).launches
+        assert launch.grid == (sms,) and launch.config["BLOCK"] == block
+
+
+def test_record_no_gpu_runs_a_driver_script(tmp_path):
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(f"""
+        import sys
+        import torch
+        sys.path.insert(0, {str(STYLES)!r})
+        import flaggems_style
+        import liger_style
+
+        x = torch.randn(2048, 4096, device="cuda", dtype=torch.bfloat16)   # made on the meta device here
+        assert x.is_cuda
+        for _ in range(3):
+            liger_style.rms_norm_forward(x, torch.ones(4096, device="cuda", dtype=torch.bfloat16), 1e-6)
+        flaggems_style.sum_dim(torch.randn(64, 4096).cuda())
+        print("driver done")
+    """))
+    out = tmp_path / "trace.json"
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "advisor.cli", "record", "--no-gpu", "--out", str(out), "--",
+                           "python", str(driver)], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    took = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr
+    assert "driver done" in done.stdout and took < 60
+    doc = json.loads(out.read_text())
+    kernels = [(launch["kernel"], launch["count"]) for launch in doc["launches"]]
+    assert kernels == [("_rms_norm_forward_kernel", 3)] + [("sum_kernel", 1)] * 4
+    assert doc["autotune_groups"] == [[1, 2, 3, 4]] and doc["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert doc["launches"][0]["tensors"][0]["shape"] == [2048, 4096]
+
+
+# ------------------------------------------------------------------------------------------ bad calls
+
+NEEDS_DATA = textwrap.dedent("""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    def scale_by_count(x, counts):
+        n = int(counts.sum().item())
+        scale_kernel[(triton.cdiv(n, 128),)](x, n, BLOCK=128)
+
+    def scale_listed(x, counts):
+        for n in counts.tolist():
+            scale_kernel[(1,)](x, n, BLOCK=128)
+
+    def scale_missing(x):
+        scale_kernel[(1,)](x, BLOCK=128)
+""")
+
+
+@pytest.mark.parametrize("command", ["suggest", "ceiling", "record"])
+@pytest.mark.parametrize("file, call, says", [
+    ("tut03_matmul.py", "matmull(randn(64, 64, f16), randn(64, 64, f16))",
+     "matmull is not defined in tut03_matmul.py (it defines is_cuda, get_cuda_autotune_config, get_autotune_config, "
+     "matmul;"),
+    ("tut03_matmul.py", "matmul(randn(64, 64, f16))", "wrong arguments (matmul() missing 1 required"),
+    ("tut03_matmul.py", "matmul(randn(64, 64, f16), randn(32, 64, f16))",
+     "failed at tut03_matmul.py:96: AssertionError: Incompatible dimensions"),
+    ("tut03_matmul.py", "matmul(randn(64, 64, f16)", "is not a Python expression"),
+    ("tut03_matmul.py", "get_cuda_autotune_config()", "launched no Triton kernel"),
+    ("tut03_matmul.py", "matmul(randn(64, 'x'), randn(64, 64))", "give sizes as non-negative integers"),
+    ("needs_data.py", "scale_by_count(randn(1024), zeros(4, i32))",
+     ".item() at needs_data.py:11 needs tensor values, which a capture without a GPU does not have"),
+    ("needs_data.py", "scale_listed(randn(1024), zeros(4, i32))", ".tolist() at needs_data.py:15 needs tensor values"),
+    ("needs_data.py", "scale_missing(randn(1024))", "the launch of scale_kernel gives no value for argument 'n' "
+                                                    "(at needs_data.py:19)"),
+])
+def test_bad_calls_are_one_line_and_exit_2(tmp_path, capsys, command, file, call, says):
+    (tmp_path / "needs_data.py").write_text(NEEDS_DATA)
+    path = tmp_path / file if file == "needs_data.py" else STYLES / file
+    argv = {"suggest": ["suggest", str(path), "--call", call],
+            "ceiling": ["ceiling", str(path), "--call", call],
+            "record": ["record", "--call", call, "--out", str(tmp_path / "t.json"), str(path)]}[command]
+    assert main(argv) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(f"advisor: error: --call {call!r}") and says in line
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_call_goes_with_a_kernel_file(tmp_path, capsys):
+    assert main(["record", "--call", MATMUL, "--out", str(tmp_path / "t.json"), str(tmp_path / "none.py")]) == 2
+    assert "kernel file" in _one_line(capsys.readouterr().err)
+    assert main(["record", "--gpu", "h100", "--out", str(tmp_path / "t.json"), "--", "python", "x.py"]) == 2
+    assert "add --no-gpu" in _one_line(capsys.readouterr().err)
+    assert main(["record", "--call", MATMUL, "--gpu", "no-such-gpu", "--out", str(tmp_path / "t.json"),
+                 str(STYLES / "tut03_matmul.py")]) == 2
+    assert "no-such-gpu" in _one_line(capsys.readouterr().err)
+
+
+# ------------------------------------------------------------------- suggest and ceiling on every style
+
+_CHILD = """
+import contextlib, io, json, sys
+from advisor.advice.search import LaunchSubject
+LaunchSubject.max_configs = 4  # the neighbours of an untuned kernel's config: the nearest 4 (compile time)
+from advisor.cli import main
+results = []
+for argv in json.loads(sys.stdin.read()):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+    results.append([rc, out.getvalue(), err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def _commands() -> list[list[str]]:
+    out = []
+    for name, (_, call, _, _) in sorted(FILES.items()):
+        path = str(STYLES / name)
+        out.append(["suggest", path, "--call", call, "--format", "json"])
+        out.append(["ceiling", path, "--call", call, "--format", "json"])
+    out.append(["suggest", str(STYLES / "tut03_matmul.py"), "--call", MATMUL])
+    out.append(["ceiling", str(STYLES / "tut03_matmul.py"), "--call", MATMUL])
+    return out
+
+
+@pytest.fixture(scope="module")
+def cli_results() -> dict:
+    commands = _commands()
+    done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(commands), cwd=REPO, capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "TRITON_INTERPRET": "0",
+                                                       "PYTHONPATH": str(REPO), "COLUMNS": "140"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    return {" ".join(argv): result for argv, result in zip(commands, results, strict=True)}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_suggest_and_ceiling_on_every_style(cli_results, name):
+    _, call, kernels, configs = FILES[name]
+    path = str(STYLES / name)
+    rc, out, err = cli_results[" ".join(["suggest", path, "--call", call, "--format", "json"])]
+    assert rc in (0, 1), err
+    (advice,) = json.loads(out)["launches"]
+    assert advice["kernel"] == kernels[0] and advice["ranked"]
+    times = [c["predicted_us"] for c in advice["ranked"]]
+    assert times == sorted(times) and all(t > 0 for t in times)
+    rc, out, err = cli_results[" ".join(["ceiling", path, "--call", call, "--format", "json"])]
+    assert rc == 0, err
+    ceiling = json.loads(out)
+    assert ceiling["kernel"] == kernels[0] and ceiling["ceiling_us"] > 0
+    assert ceiling["config"] == advice["current"]["config"]  # both show the config the launch used
+    if configs:  # an autotuned launch: its configs are the space, the first is current
+        assert advice["considered"] == configs and advice["location"]["what"].startswith("autotune configs")
+        assert any("autotuned: the first of its" in note for note in ceiling["notes"])
+
+
+def _column(table: str, index: int) -> str:
+    """The words of one column of a rich table's body, its wrapped lines joined."""
+    rows = [line.split("│") for line in table.splitlines() if line.startswith("│")]
+    return " ".join(" ".join(row[index].split()) for row in rows if len(row) > index).strip()
+
+
+def test_suggest_and_ceiling_text_for_the_tutorial_matmul(cli_results):
+    path = str(STYLES / "tut03_matmul.py")
+    rc, out, err = cli_results[" ".join(["suggest", path, "--call", MATMUL])]
+    assert rc in (0, 1), err
+    assert "current" in out and _column(out, 2) == "M128 N256 K64 G8 w8 s3"  # the first of its autotune list
+    rc, out, err = cli_results[" ".join(["ceiling", path, "--call", MATMUL])]
+    text = " ".join(out.split())
+    assert rc == 0 and "matmul_kernel on NVIDIA H100 80GB HBM3, current config M128 N256 K64 G8 w8 s3" in text
+    assert "◀ binding" in text
