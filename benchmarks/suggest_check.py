@@ -38,7 +38,7 @@ def cmd_rank(args) -> int:
         for m in MS:
             t0 = time.perf_counter()
             advice = search(gemm_subject(name, m, tp, 1, resolve_gpu("NVIDIA H100 80GB HBM3")), top_k=8, confirm=True)
-            out.append({"preset": name, "tp": tp, "m": m, "shape": advice.subject.moe.shape_label,
+            out.append({"preset": name, "tp": tp, "m": m, "shape": advice.subject.shape.shape_label,
                         "seconds": round(time.perf_counter() - t0, 2),
                         "top": [{"config": c.config.to_dict(), "predicted_us": round(c.predicted_us, 2)}
                                 for c in advice.ranked[:8]]})
