@@ -147,7 +147,7 @@ def _ceilings(args):
         titles = [f"{family.kernel} GEMM{args.gemm}, {args.preset} TP{args.tp}, M={args.tokens}, "
                   f"{results[0].gpu}, {ceil.Config.from_dict(results[0].config).label()}"]
     elif family is not None and family.read_shape is not None:
-        results = [ceil.family_ceiling(family, args.shape, gpu, config, compile_kernel=args.compile)]
+        results = [ceil.family_ceiling(args.target, args.shape, gpu, config, compile_kernel=args.compile)]
         titles = [f"{results[0].kernel} {args.shape.replace(',', ' x ')}, {results[0].gpu}, "
                   f"{ceil.Config.from_dict(results[0].config).label()}"]
     elif args.target.endswith(".json"):

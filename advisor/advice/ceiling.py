@@ -53,11 +53,15 @@ def _from_label(text: str, family: Family | None) -> Config | None:
     return Config(params, int(warps[1:]), int(stages[1:]))
 
 
-def family_ceiling(family: Family, shape: str | None, gpu: GPU, config: Config | None = None,
+def family_ceiling(target: str | Path, shape: str | None, gpu: GPU, config: Config | None = None,
                    compile_kernel: bool = False) -> Ceiling:
-    """The exact ceiling of a registered family's kernel at a `--shape` text, for a config (default: the
-    family's default rule)."""
-    target = family.source.name
+    """The exact ceiling of a registered family's kernel file at a `--shape` text, for a config (default:
+    the family's default rule)."""
+    from kernels.family import family_of_file
+
+    family = family_of_file(target)
+    if family is None or family.read_shape is None:
+        raise AdvisorError(f"{target}: no kernel family that reads --shape declares this file")
     if not shape:
         example = ",".join(["4096"] * len(family.shape_form.split(",")))
         raise AdvisorError(f"{target}: give --shape {family.shape_form} (e.g. --shape {example})")
@@ -66,7 +70,7 @@ def family_ceiling(family: Family, shape: str | None, gpu: GPU, config: Config |
     config = config or default
     missing = [p for p in default.params if p not in config.params]
     if missing:
-        raise AdvisorError(f"--config for {target} needs {', '.join(missing)}")
+        raise AdvisorError(f"--config for {Path(target).name} needs {', '.join(missing)}")
     shared = registers = None
     if compile_kernel and family.describe_launch is not None:
         from ceilings.compile import compile_launch
