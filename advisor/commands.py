@@ -129,29 +129,35 @@ def cmd_tune(args) -> int:
 
 
 def _ceilings(args):
+    """(ceilings, their titles, the GPU) of the ceiling and predict commands."""
     from advisor.advice import ceiling as ceil
+    from advisor.advice import moe
+    from ceilings.hardware import resolve_gpu
+    from kernels.family import family_of_file
 
-    config = ceil.parse_config(args.config) if args.config else None
-    if ceil.is_shipped_moe(args.target):
+    gpu = resolve_gpu(args.gpu, calibrated=not args.no_calibration)
+    family = family_of_file(args.target) if args.target.endswith(".py") else None
+    config = ceil.parse_config(args.config, family) if args.config else None
+    if family is not None and moe.is_layer_kernel(args.target):
         if not args.preset or not args.tokens:
             raise AdvisorError(f"{args.target} is the fused-MoE kernel: give --preset and --tokens "
                                "(e.g. --preset mixtral-8x7b --tokens 256)")
-        results = [ceil.moe_ceiling(args.preset, args.tokens, args.tp, args.gemm, args.gpu, config,
-                                    not args.no_calibration, compile_kernel=args.compile)]
-        titles = [f"fused_moe_kernel GEMM{args.gemm}, {args.preset} TP{args.tp}, M={args.tokens}, "
+        results = [moe.gemm_ceiling(args.preset, args.tokens, args.tp, args.gemm, gpu, config,
+                                    compile_kernel=args.compile)]
+        titles = [f"{family.kernel} GEMM{args.gemm}, {args.preset} TP{args.tp}, M={args.tokens}, "
                   f"{results[0].gpu}, {ceil.Config.from_dict(results[0].config).label()}"]
-    elif ceil.is_shipped_shape_kernel(args.target):
-        results = [ceil.shape_ceiling(args.target, args.shape, args.gpu, config, not args.no_calibration)]
+    elif family is not None and family.read_shape is not None:
+        results = [ceil.family_ceiling(args.target, args.shape, gpu, config, compile_kernel=args.compile)]
         titles = [f"{results[0].kernel} {args.shape.replace(',', ' x ')}, {results[0].gpu}, "
                   f"{ceil.Config.from_dict(results[0].config).label()}"]
     elif args.target.endswith(".json"):
-        results = ceil.launch_ceilings(args.target, args.gpu, not args.no_calibration, kernel=args.kernel)
+        results = ceil.launch_ceilings(args.target, gpu, kernel=args.kernel)
         titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
     elif args.target.endswith(".py") and args.call:
-        results = ceil.call_ceilings(args.target, args.call, args.gpu, not args.no_calibration, args.kernel)
+        results = ceil.call_ceilings(args.target, args.call, gpu, args.kernel)
         titles = [f"{c.kernel} on {c.gpu}, current config {ceil.Config.from_dict(c.config).label()}" for c in results]
     elif args.target.endswith(".py") and args.launch:
-        results = ceil.launch_ceilings(args.launch, args.gpu, not args.no_calibration, args.target, args.kernel)
+        results = ceil.launch_ceilings(args.launch, gpu, args.target, args.kernel)
         titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
     elif args.target.endswith(".py"):
         from ceilings.compile import load_kernel
@@ -162,13 +168,13 @@ def _ceilings(args):
     else:
         raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, a "
                            "launch JSON file, or a kernel file with --launch")
-    return results, titles
+    return results, titles, gpu
 
 
 def cmd_ceiling(args) -> int:
     from advisor.advice import ceiling as ceil
 
-    results, titles = _ceilings(args)
+    results, titles, _ = _ceilings(args)
     if args.format == "json":
         docs = [c.to_json() for c in results]
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
@@ -182,8 +188,8 @@ def cmd_predict(args) -> int:
     from advisor.advice import ceiling as ceil
     from advisor.model.predict import predict_ceilings
 
-    results, titles = _ceilings(args)
-    predictions = predict_ceilings(results)
+    results, titles, gpu = _ceilings(args)
+    predictions = predict_ceilings(results, gpu=gpu)
     if args.format == "json":
         docs = [{**c.to_json(), **{k: v for k, v in p.items() if k != "notes"},
                  "notes": c.notes + p["notes"]} for c, p in zip(results, predictions, strict=True)]
@@ -201,12 +207,14 @@ def cmd_predict(args) -> int:
 
 def _advices(args):
     from advisor.advice.suggest import advise, subjects_for
+    from ceilings.hardware import resolve_gpu
 
     if args.top_k < 1:
         raise AdvisorError(f"--top-k {args.top_k}: keep at least one suggestion")
+    gpu = resolve_gpu(gpu_device_name(args.gpu)) if args.gpu else None  # else the target's own GPU (or h100)
     subjects = subjects_for(args.target, preset=args.preset, tp=args.tp, tokens=args.tokens, shapes=args.shape,
-                            trace=args.trace, kernel=args.kernel, gpu=gpu_device_name(args.gpu) if args.gpu else None,
-                            config_dir=args.config_dir, call=args.call)
+                            trace=args.trace, kernel=args.kernel, gpu=gpu, config_dir=args.config_dir,
+                            call=args.call)
     return advise(subjects, top_k=args.top_k, confirm=not args.no_confirm, measure=args.measure)
 
 

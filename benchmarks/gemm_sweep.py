@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.measure.collect import gemm_plan  # noqa: E402
+from advisor.measure.collect import build_plan  # noqa: E402
 from advisor.measure.sweep import sweep_cli  # noqa: E402
 
 
@@ -26,8 +26,8 @@ def _options(parser) -> None:
 
 
 def main(argv=None) -> int:
-    return sweep_cli(lambda args: gemm_plan(sample=args.sample, seed=args.seed), "gemm_sweep.csv", __doc__, argv,
-                     _options)
+    return sweep_cli(lambda args: build_plan("gemm", sample=args.sample, seed=args.seed), "gemm_sweep.csv", __doc__,
+                     argv, _options)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from advisor.measure import moe_tune as tune  # noqa: E402
 from advisor.measure import timing as measure  # noqa: E402
-from advisor.measure.collect import MOE_CASES, MOE_MS, moe_specs, parse_moe_cases  # noqa: E402
 from kernels.moe_configs import default_config  # noqa: E402
+from kernels.moe_family import CASES as MOE_CASES  # noqa: E402
+from kernels.moe_family import MS as MOE_MS  # noqa: E402
+from kernels.moe_family import parse_cases as parse_moe_cases  # noqa: E402
+from kernels.moe_family import specs as moe_specs  # noqa: E402
 
 ANCHOR_CASES, ANCHOR_MS = MOE_CASES, MOE_MS
 VARIANTS = {"auto": None, "tma": True, "ptr": False}

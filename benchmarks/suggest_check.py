@@ -29,14 +29,16 @@ SWEEP = Path(__file__).resolve().parent / "data" / "h100_moe_gemm1_sweep_v2.csv.
 
 
 def cmd_rank(args) -> int:
-    from advisor.advice.search import MoESubject, search
+    from advisor.advice.moe import gemm_subject
+    from advisor.advice.search import search
+    from ceilings.hardware import resolve_gpu
 
     out = []
     for name, tp in CASES:
         for m in MS:
             t0 = time.perf_counter()
-            advice = search(MoESubject(name, m, tp, 1, "NVIDIA H100 80GB HBM3"), top_k=8, confirm=True)
-            out.append({"preset": name, "tp": tp, "m": m, "shape": advice.subject.moe.shape_label,
+            advice = search(gemm_subject(name, m, tp, 1, resolve_gpu("NVIDIA H100 80GB HBM3")), top_k=8, confirm=True)
+            out.append({"preset": name, "tp": tp, "m": m, "shape": advice.subject.shape.shape_label,
                         "seconds": round(time.perf_counter() - t0, 2),
                         "top": [{"config": c.config.to_dict(), "predicted_us": round(c.predicted_us, 2)}
                                 for c in advice.ranked[:8]]})
@@ -46,8 +48,9 @@ def cmd_rank(args) -> int:
 
 
 def cmd_measure(args) -> int:
-    from advisor.advice.search import MoESubject
+    from advisor.advice.moe import gemm_subject
     from advisor.measure import moe_tune as tune
+    from ceilings.hardware import resolve_gpu
     from ceilings.launch import Config
 
     ranked = json.loads(Path(args.ranked).read_text())
@@ -56,7 +59,7 @@ def cmd_measure(args) -> int:
         best_of_sweep[key] = (tune.row_config(rows[0]), float(rows[0]["us"]))
     results = []
     for case in ranked:
-        subject = MoESubject(case["preset"], case["m"], case["tp"], 1, "NVIDIA H100 80GB HBM3")
+        subject = gemm_subject(case["preset"], case["m"], case["tp"], 1, resolve_gpu("NVIDIA H100 80GB HBM3"))
         run = subject.measurer()
         top = [Config.from_dict(t["config"]) for t in case["top"]]
         sweep_cfg, sweep_us = best_of_sweep[(case["shape"], case["m"])]

@@ -276,3 +276,33 @@ def rates_for(gpu_name: str, calibration: Calibration | None = None, calibration
                  alu_ginst=spec.int32_lanes / 32 * chip / 1e9, xu_ginst=xu, lsu_ginst=spec.lsu_lanes / 32 * chip / 1e9,
                  smem_tbs=spec.smem_bytes_per_clock * chip / 1e12, l2_tbs=l2, dram_tbs=dram, launch_us=launch,
                  source=source)
+
+
+# ----------------------------------------------------------------------------------------------
+# A GPU resolved once, at the edge (CLI, TUI, autotune hook), and passed down as one object.
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GPU:
+    """A GPU as every computation below the edge sees it: its spec, the rates a roofline divides by,
+    and the calibration file those rates come from (None: spec-sheet rates only)."""
+
+    spec: GPUSpec
+    rates: Rates
+    calibration: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def arch(self) -> int:
+        return self.spec.arch
+
+
+def resolve_gpu(name: str, calibrated: bool = True) -> GPU:
+    """The GPU a name means (torch's name, the file form or a short name), with its calibrated rates
+    unless `calibrated` is False; an unknown name raises one AdvisorError listing the known ones."""
+    spec = get_spec(name)
+    calibration, path = load_calibration(spec.name) if calibrated else (None, None)
+    rates = rates_for(spec.name, calibration, path or "", use_calibration=calibration is not None)
+    return GPU(spec, rates, path)

@@ -40,6 +40,12 @@ class MoEGemmSpec:
         return f"E{self.num_experts}_top{self.top_k}_K{self.k}_N{self.n}"
 
     @property
+    def engine_file_n(self) -> int:
+        """The N of the engines' config file names, the intermediate size per rank: GEMM1's N holds gate
+        and up side by side (2 x I), GEMM2's K is I."""
+        return self.n // 2 if self.gemm == 1 else self.k
+
+    @property
     def pairs(self) -> int:
         return self.m * self.top_k
 

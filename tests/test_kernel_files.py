@@ -107,7 +107,7 @@ def test_a_kernel_missing_after_a_failed_statement_names_the_line(tmp_path):
 # ----------------------------------------------------------------------------- the autotune space (point 3)
 
 def test_autotune_lists_built_by_code_are_the_space():
-    from advisor.advice.search import declared_space
+    from advisor.advice.subjects import declared_space
 
     space, loc = declared_space(STYLES / "tut03_matmul.py", "matmul_kernel")
     assert [c.label() for c in space] == ["M128 N256 K64 G8 w8 s3", "M64 N256 K32 G8 w4 s4",
@@ -310,7 +310,7 @@ def test_call_goes_with_a_kernel_file(tmp_path, capsys):
 
 _CHILD = """
 import contextlib, io, json, sys
-from advisor.advice.search import LaunchSubject
+from advisor.advice.subjects import LaunchSubject
 LaunchSubject.max_configs = 4  # the neighbours of an untuned kernel's config: the nearest 4 (compile time)
 from advisor.cli import main
 results = []

@@ -81,13 +81,15 @@ def test_dataset_split_and_training_on_a_small_synthetic_set(tmp_path):
 
 
 def test_shipped_model_predicts_within_its_interval_and_above_the_ceiling():
-    from advisor.advice.ceiling import moe_ceiling
+    from advisor.advice.moe import gemm_ceiling
+    from ceilings.hardware import resolve_gpu
 
     model = LatencyModel.load(MODEL_DIR)
     assert model.meta["rows"] >= 1000 and "NVIDIA H100 80GB HBM3" in model.meta["gpus"]
     assert sum(f.stat().st_size for f in MODEL_DIR.iterdir()) < 8 << 20  # ships inside the package
-    c = moe_ceiling("mixtral-8x7b", 1024, tp=2, gpu="h100", config=cfg(128, 256, 64, 32, 8, 3))
-    (p,) = predict_ceilings([c], model)
+    gpu = resolve_gpu("h100")
+    c = gemm_ceiling("mixtral-8x7b", 1024, tp=2, gpu=gpu, config=cfg(128, 256, 64, 32, 8, 3))
+    (p,) = predict_ceilings([c], model, gpu=gpu)
     lo, hi = p["predicted_interval_us"]
     assert c.ceiling_us <= lo <= p["predicted_us"] <= hi
     assert not p["notes"]
@@ -171,7 +173,9 @@ def test_calibrate_tune_from_a_sweep_is_used_for_that_gpu(tmp_path, monkeypatch)
     folder = tmp_path / "calibration" / "NVIDIA_H200.model"
     meta = json.loads((folder / "latency_meta.json").read_text())
     assert meta["tuned"]["gpus"] == ["NVIDIA H200"] and meta["tuned"]["rows"] > 20
-    tuned, shipped = pred.model_for("h200"), pred.model_for("h100")
+    from ceilings.hardware import resolve_gpu
+
+    tuned, shipped = pred.model_for(resolve_gpu("h200")), pred.model_for(resolve_gpu("h100"))
     assert tuned is not shipped and tuned.meta.get("tuned") and not shipped.meta.get("tuned")
     data = load_sweeps([sweep])
     before = LatencyModel.load(MODEL_DIR).predict_log_ratio(data.x)[0]

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from advisor.advice.search import MoESubject, grid_rule, neighbours, search
+from advisor.advice.moe import gemm_subject
+from advisor.advice.search import search
+from advisor.advice.subjects import grid_rule, neighbours
 from advisor.cli import main
+from ceilings.hardware import resolve_gpu
 from ceilings.launch import Config, Launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +28,7 @@ def run_cli(args, capsys):
 
 
 def test_search_ranks_the_whole_moe_space_and_explains():
-    advice = search(MoESubject("qwen3-30b-a3b", 64, tp=4, gemm=1, gpu="h100"), top_k=4, confirm=False)
+    advice = search(gemm_subject("qwen3-30b-a3b", 64, tp=4, gemm=1, gpu=resolve_gpu("h100")), top_k=4, confirm=False)
     assert advice.considered == 1920
     assert sum(advice.pruned.values()) > 0  # configs over the GPU's shared memory or registers are never ranked
     ranked = advice.ranked
@@ -208,7 +211,7 @@ def test_prune_keeps_the_predicted_fastest_autotune_configs():
 def test_apply_verify_rolls_back_a_slower_or_wrong_config(outcome, capsys, tmp_path, monkeypatch):
     """--verify measures before and after (a fake GPU here) and restores the file when the new config is
     slower or gives a wrong result."""
-    from advisor.advice import search as srch
+    from advisor.advice.subjects import FamilySubject
     from advisor.measure.timing import MeasurementError
 
     path = tmp_path / "E=64,N=1280,device_name=NVIDIA_H100_80GB_HBM3.json"
@@ -229,7 +232,7 @@ def test_apply_verify_rolls_back_a_slower_or_wrong_config(outcome, capsys, tmp_p
             return 120.0
         return run
 
-    monkeypatch.setattr(srch.MoESubject, "measurer", fake_measurer)
+    monkeypatch.setattr(FamilySubject, "measurer", fake_measurer)
     code, out, err = run_cli(["apply", str(path), "--min-speedup", "1.0", "--no-confirm", "--verify"], capsys)
     assert code == 1 and "rolled back" in err
     assert path.read_bytes() == before

@@ -431,7 +431,7 @@ def _fake_gpu(monkeypatch, delay: float):
     (by a fixed rule) in `delay` seconds."""
     import torch
 
-    from advisor.advice.suggest import LayerSubject
+    from advisor.advice.subjects import LayerSubject
 
     calls = []
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ceilings.errors import AdvisorError
+from ceilings.hardware import resolve_gpu
 
 DEFAULT_TOKENS = (1, 16, 64, 256, 1024, 4096)
 
@@ -162,8 +163,9 @@ def discover(path: str | Path, trace: str | None = None, preset: str | None = No
              shapes: Sequence[str] | None = None) -> FileModel:
     """The kernels of `path` and their known launches (a trace's come from `trace_launches`, so that a bad
     trace leaves the kernels listed). Raises AdvisorError for a file that cannot be read or imported."""
-    from advisor.advice.ceiling import _shipped_shape_kernels, is_shipped_moe, is_shipped_shape_kernel
+    from advisor.advice import moe
     from ceilings.compile import find_kernels, load_module
+    from kernels.family import family_of_file
 
     path = Path(path)
     source = read_source(path)
@@ -172,12 +174,13 @@ def discover(path: str | Path, trace: str | None = None, preset: str | None = No
     if not found:
         raise AdvisorError(f"{path} defines no Triton kernel (no @triton.jit function at top level)")
     lines = def_lines(source)
+    family = family_of_file(path)
     kernels = {name: lines.get(name, 1) for name in found}
     launches: dict[str, list] = {name: [] for name in kernels}
     model = FileModel(path, "generic", kernels, launches)
     if trace:
         model.form_hint = "+ launch/trace JSON ⏎"
-    elif is_shipped_moe(path):
+    elif moe.is_layer_kernel(path):
         from kernels.moe_presets import PRESETS, get_preset
 
         model.kind = "moe"
@@ -186,8 +189,8 @@ def discover(path: str | Path, trace: str | None = None, preset: str | None = No
             use_tp = tp if tp and PRESETS[name].intermediate % tp == 0 else moe_default_tp(name)
             launches["fused_moe_kernel"].append(moe_group(name, use_tp))
         model.form_hint = "+ [PRESET] TOKENS [TP] ⏎"
-    elif is_shipped_shape_kernel(path):
-        what = _shipped_shape_kernels()[path.resolve()][0]
+    elif family is not None and family.read_shape is not None:
+        what = family.shape_form
         model.kind, model.shape_what = "shape", what
         model.form_hint = f"+ {what} ⏎"
         kernel = next(iter(kernels))
@@ -206,10 +209,11 @@ def shape_ref(kernel: str, shape: str) -> LaunchRef:
 
 
 def trace_launches(path: str | Path, trace: str, gpu: str) -> list[LaunchRef]:
-    """One launch per subject of `subjects_for(path, trace=...)`, as `advisor suggest` lists them."""
+    """One launch per subject of `subjects_for(path, trace=...)`, as `advisor suggest` lists them, on the GPU
+    named `gpu` (resolved here: the TUI's edge)."""
     from advisor.advice.suggest import subjects_for
 
-    subjects = subjects_for(str(path), trace=trace, gpu=gpu)
+    subjects = subjects_for(str(path), trace=trace, gpu=resolve_gpu(gpu))
     return [LaunchRef("trace", s.kernel, f"#{i + 1} " + _short_label(s.label, s.kernel), trace=str(trace), index=i)
             for i, s in enumerate(subjects)]
 
@@ -245,9 +249,11 @@ def parse_moe_form(text: str, default_preset: str | None, default_tp: int | None
 # ------------------------------------------------------------------------------------------ advice
 
 def subject_for(path: str | Path, ref: LaunchRef, gpu: str, config_dir: str | None = None):
-    """The advisor's subject of a launch, through `subjects_for` (the CLI's own entry point)."""
+    """The advisor's subject of a launch, through `subjects_for` (the CLI's own entry point), on the GPU
+    named `gpu` (resolved here: the TUI's edge)."""
     from advisor.advice.suggest import subjects_for
 
+    gpu = resolve_gpu(gpu)
     if ref.kind == "moe":
         return subjects_for(str(path), preset=ref.preset, tp=ref.tp, tokens=[ref.tokens], gpu=gpu,
                             config_dir=config_dir)[0]

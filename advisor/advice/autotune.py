@@ -21,6 +21,7 @@ import sys
 import warnings
 from collections.abc import Callable
 
+from ceilings.hardware import GPU, resolve_gpu
 from ceilings.launch import Config, Launch, TensorArg
 
 
@@ -34,6 +35,7 @@ def prune(top_k: int = 4, grid: Callable[[dict], tuple] | None = None, gpu: str 
 class Pruner:
     def __init__(self, top_k: int, grid=None, gpu: str | None = None):
         self.top_k, self.grid, self.gpu = top_k, grid, gpu
+        self.hardware: GPU | None = None  # `gpu` (or this machine's GPU) resolved on the first call
         self.last: dict | None = None  # what the last call decided (for reports and tests)
 
     def __call__(self, configs, named_args, **kwargs):
@@ -42,7 +44,8 @@ class Pruner:
             return configs
         try:
             fn = _autotuned_function()
-            chosen = rank(fn, configs, named_args, kwargs, self.top_k, self.grid, self.gpu)
+            self.hardware = self.hardware or resolve_gpu(self.gpu or _gpu_name())
+            chosen = rank(fn, configs, named_args, kwargs, self.top_k, self.grid, self.hardware)
         except Exception as exc:  # noqa: BLE001 - pruning must never break the program
             warnings.warn(f"advisor.prune: timing every config ({type(exc).__name__}: {exc})", stacklevel=2)
             self.last = {"error": str(exc)}
@@ -91,7 +94,7 @@ def build_launch(fn, named_args: dict, kwargs: dict, config: Config) -> Launch:
 
 def inferred_grid(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
     """One axis: the product of cdiv(X, BLOCK_X) over tile parameters matched to integer arguments."""
-    from advisor.advice.search import tile_dims
+    from advisor.advice.subjects import tile_dims
 
     tiles = tile_dims(launch, spellings=("{x}",))
     if not tiles:
@@ -99,9 +102,11 @@ def inferred_grid(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
     return lambda config: (math.prod(-(-dim // config[name]) for name, dim in tiles),)
 
 
-def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu: str | None = None):
-    """The `top_k` triton.Config objects of `configs` with the lowest predicted time."""
-    from advisor.advice.search import LaunchSubject, search
+def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu: GPU | None = None):
+    """The `top_k` triton.Config objects of `configs` with the lowest predicted time on `gpu` (default: this
+    machine's)."""
+    from advisor.advice.search import search
+    from advisor.advice.subjects import LaunchSubject
 
     ours = [Config.from_triton(c) for c in configs]
     launch = build_launch(fn, named_args, kwargs, ours[0])
@@ -114,7 +119,7 @@ def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu
         grid_rule = inferred_grid(launch)
     launch = Launch(launch.source, launch.kernel, grid_rule(ours[0]), launch.tensors, launch.scalars,
                     launch.constexprs, ours[0])
-    subject = LaunchSubject(launch, gpu or _gpu_name(), space=ours, grid=grid_rule)
+    subject = LaunchSubject(launch, gpu or resolve_gpu(_gpu_name()), space=ours, grid=grid_rule)
     advice = search(subject, top_k=top_k, confirm=True)
     keep = {c.config for c in advice.ranked[:top_k]}
     chosen = [c for c, o in zip(configs, ours, strict=True) if o in keep]

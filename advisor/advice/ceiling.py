@@ -1,7 +1,8 @@
-"""`advisor ceiling`: the per-pipeline ceiling of a launch, for the shipped kernels or any kernel.
+"""`advisor ceiling`: the per-pipeline ceiling of a launch, for a kernel family or any kernel.
 
 Targets:
-- the shipped fused-MoE kernel file with a model preset and a token count (exact semantic model);
+- the kernel file of a registered kernel family with a `--shape` the family reads (its exact model);
+  the fused-MoE kernel with a model preset and a token count instead (advisor.advice.moe);
 - a launch JSON file (`Launch.to_dict()`, one launch or a list) for any kernel (generic SASS path);
 - any kernel file with `--launch FILE`.
 """
@@ -13,20 +14,20 @@ import re
 from pathlib import Path
 
 from ceilings.errors import AdvisorError
-from ceilings.hardware import rates_for
+from ceilings.hardware import GPU
 from ceilings.launch import Config, Launch
 from ceilings.roofline import Ceiling, roofline
+from kernels.family import Family
 
-_LABEL = re.compile(r"^M(\d+)\s+N(\d+)\s+K(\d+)\s+G(\d+)\s+w(\d+)\s+s(\d+)$")
 
-
-def parse_config(text: str) -> Config:
-    """A config from engine-entry JSON or a label like `M64 N128 K64 G8 w4 s3`."""
+def parse_config(text: str, family: Family | None = None) -> Config:
+    """A config from JSON (engine entry or `Config.to_dict()`) or a label as `Config.label()` writes it
+    (`M64 N128 K64 G8 w4 s3`, `N2048 ROWS_PER_PROGRAM=2 w8 s1`), the label's short names read as the
+    parameters of `family`'s space."""
     text = text.strip()
-    label = _LABEL.match(text)
-    if label:
-        bm, bn, bk, gm, w, s = (int(x) for x in label.groups())
-        return Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": gm}, w, s)
+    label = _from_label(text, family)
+    if label is not None:
+        return label
     try:
         entry = json.loads(text)
     except json.JSONDecodeError:
@@ -34,86 +35,52 @@ def parse_config(text: str) -> Config:
     return Config.from_dict(entry, "--config")
 
 
-def is_shipped_moe(target: str | Path) -> bool:
-    from kernels import fused_moe
-
-    return Path(target).resolve() == Path(fused_moe.__file__).resolve()
-
-
-def moe_ceiling(preset: str, tokens: int, tp: int = 1, gemm: int = 1, gpu: str = "h100",
-                config: Config | None = None, calibrated: bool = True, counts: list[int] | None = None,
-                compile_kernel: bool = False) -> Ceiling:
-    """The exact ceiling of the shipped fused-MoE GEMM for a preset, token count and config."""
-    from ceilings.hardware import get_spec
-    from kernels.moe_bench import MoEGemmSpec, describe_launch
-    from kernels.moe_configs import get_config
-    from kernels.moe_demand import moe_gemm_demand
-    from kernels.moe_presets import get_preset
-
-    if tokens < 1:
-        raise AdvisorError(f"--tokens {tokens}: the token count must be at least 1")
-    if gemm not in (1, 2):
-        raise AdvisorError(f"--gemm {gemm}: the fused-MoE layer has GEMM 1 (w1) and GEMM 2 (w2)")
-    spec_gpu = get_spec(gpu)
-    shape = get_preset(preset).shape(tp)
-    e, top_k, k, n = shape.gemm1() if gemm == 1 else shape.gemm2()
-    spec = MoEGemmSpec(e, top_k, k, n, tokens, gemm=gemm, dtype=shape.dtype)
-    config = config or get_config(tokens, e, shape.config_file_n, top_k, spec_gpu.name)[0]
-    shared = registers = None
-    if compile_kernel:
-        from ceilings.compile import compile_launch
-
-        compiled = compile_launch(describe_launch(spec, config, spec_gpu.arch), spec_gpu.arch)
-        shared, registers = compiled.shared_bytes, compiled.registers
-    demand = moe_gemm_demand(spec, config, spec_gpu.arch, counts, shared, registers)
-    return roofline(demand, rates_for(spec_gpu.name, use_calibration=calibrated), config.to_dict())
+def _from_label(text: str, family: Family | None) -> Config | None:
+    if family is None or not re.fullmatch(r"(\S+\s+)*w\d+\s+s\d+", text):
+        return None
+    names = list(dict.fromkeys(p for c in family.space()[:1] for p in c.params))
+    # Each parameter's label prefix, from Config.label itself: "M" for BLOCK_SIZE_M, "ROWS_PER_PROGRAM=" ...
+    prefix = {Config({name: 0}).label().split()[0][:-1]: name for name in names}
+    *parts, warps, stages = text.split()
+    params = {}
+    for part in parts:
+        m = re.fullmatch(r"([A-Za-z_]+=?)(\d+)", part)
+        if not m or m.group(1) not in prefix:
+            return None
+        params[prefix[m.group(1)]] = int(m.group(2))
+    if set(params) != set(names):  # a label names every parameter of the kernel
+        return None
+    return Config(params, int(warps[1:]), int(stages[1:]))
 
 
-def _shipped_shape_kernels() -> dict[Path, tuple]:
-    """Shipped kernels whose launch is set by a shape: file -> (what the shape is, demand, default config)."""
-    from kernels import attention, gemm, softmax
+def family_ceiling(target: str | Path, shape: str | None, gpu: GPU, config: Config | None = None,
+                   compile_kernel: bool = False) -> Ceiling:
+    """The exact ceiling of a registered family's kernel file at a `--shape` text, for a config (default:
+    the family's default rule)."""
+    from kernels.family import family_of_file
 
-    return {Path(gemm.__file__).resolve(): ("M,N,K", gemm.gemm_demand, gemm.default_config),
-            Path(softmax.__file__).resolve(): ("ROWS,COLS", softmax.softmax_demand, softmax.default_config),
-            Path(attention.__file__).resolve(): ("BATCH_HEADS,SEQ,HEAD_DIM", attention.attention_demand,
-                                                 attention.default_config)}
-
-
-def is_shipped_shape_kernel(target: str | Path) -> bool:
-    return Path(target).resolve() in _shipped_shape_kernels()
-
-
-def parse_shape(shape: str, what: str) -> list[int]:
-    """`--shape 4096,4096,4096` -> [4096, 4096, 4096], checked against `what` (e.g. "M,N,K")."""
-    try:
-        dims = [int(x) for x in shape.split(",")]
-    except ValueError:
-        dims = []
-    if len(dims) != len(what.split(",")) or min(dims) < 1:
-        raise AdvisorError(f"--shape {shape!r}: give {what} as {len(what.split(','))} positive integers")
-    return dims
-
-
-def shape_ceiling(target: str | Path, shape: str | None, gpu: str = "h100", config: Config | None = None,
-                  calibrated: bool = True) -> Ceiling:
-    """The exact ceiling of a shipped shape-driven kernel (GEMM: M,N,K; softmax: ROWS,COLS; attention
-    forward, non-causal: BATCH_HEADS,SEQ,HEAD_DIM)."""
-    from ceilings.hardware import get_spec
-
-    what, demand_of, default = _shipped_shape_kernels()[Path(target).resolve()]
+    family = family_of_file(target)
+    if family is None or family.read_shape is None:
+        raise AdvisorError(f"{target}: no kernel family that reads --shape declares this file")
     if not shape:
-        raise AdvisorError(f"{target}: give --shape {what} (e.g. --shape {','.join(['4096'] * len(what.split(',')))})")
-    dims = parse_shape(shape, what)
-    config = config or default(*dims)
-    missing = [p for p in default(*dims).params if p not in config.params]
+        example = ",".join(["4096"] * len(family.shape_form.split(",")))
+        raise AdvisorError(f"{target}: give --shape {family.shape_form} (e.g. --shape {example})")
+    dims = family.read_shape(shape)
+    default = family.default_config(dims)
+    config = config or default
+    missing = [p for p in default.params if p not in config.params]
     if missing:
         raise AdvisorError(f"--config for {Path(target).name} needs {', '.join(missing)}")
-    spec = get_spec(gpu)
-    demand = demand_of(*dims, config, "bfloat16", spec.arch)
-    return roofline(demand, rates_for(spec.name, use_calibration=calibrated), config.to_dict())
+    shared = registers = None
+    if compile_kernel and family.describe_launch is not None:
+        from ceilings.compile import compile_launch
+
+        compiled = compile_launch(family.describe_launch(dims, config, gpu.arch), gpu.arch)
+        shared, registers = compiled.shared_bytes, compiled.registers
+    return roofline(family.demand(dims, config, gpu.arch, shared, registers), gpu.rates, config.to_dict())
 
 
-def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True, kernel_file: str | None = None,
+def launch_ceilings(path: str | Path, gpu: GPU, kernel_file: str | None = None,
                     kernel: str | None = None) -> list[Ceiling]:
     """Generic ceilings for the launches of a launch JSON file (an object or a list of them).
 
@@ -121,7 +88,6 @@ def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True
     one kernel applied to another file's kernel with the same arguments).
     """
     from ceilings.demand import generic_demand
-    from ceilings.hardware import get_spec
 
     path = Path(path)
     try:
@@ -133,8 +99,6 @@ def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True
     entries = data if isinstance(data, list) else data.get("launches", [data]) if isinstance(data, dict) else None
     if not entries:
         raise AdvisorError(f"{path}: expected a launch object, a list of them, or {{\"launches\": [...]}}")
-    spec = get_spec(gpu)
-    rates = rates_for(spec.name, use_calibration=calibrated)
     out = []
     for i, entry in enumerate(entries):
         launch = Launch.from_dict(entry, f"{path}: launch {i}")
@@ -149,12 +113,11 @@ def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True
         from ceilings.compile import load_kernel
 
         load_kernel(launch.source, launch.kernel)  # a clear error for a missing, broken or kernel-less file
-        out.append(roofline(generic_demand(launch, arch=spec.arch), rates, launch.config.to_dict()))
+        out.append(roofline(generic_demand(launch, arch=gpu.arch), gpu.rates, launch.config.to_dict()))
     return out
 
 
-def call_ceilings(path: str | Path, call: str, gpu: str = "h100", calibrated: bool = True,
-                  kernel: str | None = None) -> list[Ceiling]:
+def call_ceilings(path: str | Path, call: str, gpu: GPU, kernel: str | None = None) -> list[Ceiling]:
     """The ceiling of each launch a call of the kernel file's host code makes (captured without a GPU,
     advisor.capture.call). An autotuned launch is shown with the first of its configs, as its note says."""
     import dataclasses
@@ -162,18 +125,15 @@ def call_ceilings(path: str | Path, call: str, gpu: str = "h100", calibrated: bo
     from advisor.capture.call import capture_call
     from advisor.capture.trace import autotune_groups
     from ceilings.demand import generic_demand
-    from ceilings.hardware import get_spec
 
-    spec = get_spec(gpu)
-    trace = capture_call(path, call, spec.name)
+    trace = capture_call(path, call, gpu.spec.name)
     groups = {g[0]: len(g) for g in autotune_groups(trace)}
     alternatives = {j for g in autotune_groups(trace) for j in g[1:]}
-    rates = rates_for(spec.name, use_calibration=calibrated)
     out = []
     for i, launch in enumerate(trace.launches):
         if i in alternatives or (kernel and launch.kernel != kernel):
             continue
-        c = roofline(generic_demand(launch, arch=spec.arch), rates, launch.config.to_dict())
+        c = roofline(generic_demand(launch, arch=gpu.arch), gpu.rates, launch.config.to_dict())
         if i in groups:
             c = dataclasses.replace(c, notes=[*c.notes, f"autotuned: the first of its {groups[i]} configs; on a GPU "
                                               "the autotuner picks one by timing (`advisor suggest` ranks them)"])

@@ -1,14 +1,12 @@
 """Tune the shipped fused-MoE kernel on the GPU at hand: which configs to try, and what was best.
 
-The config set is stratified: every (BLOCK_SIZE_M, _N, _K, num_warps, num_stages) of the 1,920-config
-space that passes `fused_moe.resource_precheck` once, with GROUP_SIZE_M drawn at random (seeded),
-plus the default rule's config of every case. An optional refinement then tries every GROUP_SIZE_M
-and num_stages for the three fastest configs of each case. Results go through `advisor.measure.sweep`.
+The config set is the family's stratified one (kernels.moe_family.sample_configs). An optional
+refinement then tries every GROUP_SIZE_M and num_stages for the three fastest configs of each case.
+Results go through `advisor.measure.sweep`.
 """
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,12 +15,20 @@ from advisor.measure.sweep import SweepPlan, run_sweep
 from advisor.model.dataset import read_results
 from ceilings.launch import Config
 from kernels import fused_moe as fm
-from kernels.moe_bench import MoEGemmCase, MoEGemmSpec, compile_config, row_config
-from kernels.moe_configs import ConfigTable, default_config
+from kernels.moe_bench import MoEGemmSpec, compile_config, row_config
+from kernels.moe_configs import ConfigTable
+
+# The config sets are the family's (kernels/moe_family.py); named here too for the tuning's callers.
+from kernels.moe_family import (  # noqa: F401
+    HOPPER_MAX_SHARED,
+    default_configs,
+    feasible,
+    make_case,
+    sample_configs,
+    stratified_configs,
+)
 
 KERNEL = "fused_moe_kernel"
-# Hopper: 227 KB of shared memory per block (ANCHORS section 4). Used when no GPU is asked.
-HOPPER_MAX_SHARED = 227 * 1024
 
 
 def device_max_shared() -> int:
@@ -30,40 +36,6 @@ def device_max_shared() -> int:
     import torch
 
     return int(torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin)
-
-
-def feasible(config: Config, max_shared: int = HOPPER_MAX_SHARED) -> bool:
-    return fm.resource_precheck(config, max_shared) is None
-
-
-def default_configs(specs: Sequence[MoEGemmSpec]) -> list[Config]:
-    return sorted({default_config(s.m, s.num_experts, s.top_k) for s in specs}, key=Config.label)
-
-
-def stratified_configs(seed: int, max_shared: int = HOPPER_MAX_SHARED) -> list[Config]:
-    """Every feasible (BLOCK_SIZE_M, _N, _K, num_warps, num_stages) once, GROUP_SIZE_M drawn at random."""
-    rng = random.Random(seed)
-    seen, out = set(), []
-    for config in fm.config_space():
-        if not feasible(config, max_shared):
-            continue
-        tile = (config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], config.num_warps,
-                config.num_stages)
-        if tile not in seen:
-            seen.add(tile)
-            out.append(config.replace(GROUP_SIZE_M=rng.choice(fm.CONFIG_SPACE["GROUP_SIZE_M"])))
-    return out
-
-
-def sample_configs(sample: int | None, seed: int, specs: Sequence[MoEGemmSpec],
-                   max_shared: int = HOPPER_MAX_SHARED) -> list[Config]:
-    """Defaults first (they set each case's screening baseline), then the stratified or a random sample."""
-    if sample is None:
-        chosen = stratified_configs(seed, max_shared)
-    else:
-        space = [c for c in fm.config_space() if feasible(c, max_shared)]
-        chosen = space if sample >= len(space) else random.Random(seed).sample(space, sample)
-    return list(dict.fromkeys(default_configs(specs) + list(chosen)))
 
 
 def ranked_by_case(rows: list[dict], kernel: str = KERNEL) -> dict[tuple[str, int], list[dict]]:
@@ -95,8 +67,6 @@ def refinement_pairs(rows: list[dict], specs: Sequence[MoEGemmSpec], kernel: str
     return pairs
 
 
-def make_case(spec: MoEGemmSpec) -> MoEGemmCase:
-    return MoEGemmCase(spec, device="cuda", seed=1000 + spec.m)
 
 
 def tune(specs: Sequence[MoEGemmSpec], results_csv: str | Path, *, configs: Sequence[Config] | None = None,

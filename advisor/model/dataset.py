@@ -1,5 +1,6 @@
-"""The training data of the latency model: sweep CSV rows of the shipped kernels, their exact
-ceilings rebuilt from the recorded shape and routing, and the feature rows the model sees.
+"""The training data of the latency model: sweep CSV rows of the registered kernel families, their
+exact ceilings rebuilt from the recorded shape and routing (each family reads its own rows), and the
+feature rows the model sees. Each row names its own GPU: that is resolved here, per row.
 """
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -71,49 +71,15 @@ class Dataset:
 
 
 def row_demand(r: dict, arch: int):
-    """The exact demand and config of a sweep row of one of the shipped kernels."""
-    from ceilings.launch import Config
-    from kernels.moe_bench import row_config
+    """The exact demand and config of a sweep row, from the kernel family that declares its kernel."""
+    from kernels.family import family_of_row
 
-    shared = int(r["shared"]) if r.get("shared") else None
-    registers = int(r["n_regs"]) if r.get("n_regs") else None
-    kernel = r["kernel"]
-    if kernel.startswith("attention_kernel"):
-        from kernels.attention import attention_demand
-
-        seq, dim = (int(part.lstrip("SEQD")) for part in r["shape"].split("_"))
-        config = Config(json.loads(r["params"]), int(r["num_warps"]), int(r["num_stages"]))
-        return attention_demand(int(r["M"]), seq, dim, config, "bfloat16", arch), config
-    if kernel.startswith("softmax_kernel"):
-        from kernels.softmax import softmax_demand
-
-        config = Config(json.loads(r["params"]), int(r["num_warps"]), int(r["num_stages"]))
-        return softmax_demand(int(r["M"]), int(r["shape"][len("COLS"):]), config, "bfloat16", arch), config
-    if kernel.startswith("gemm_kernel"):
-        from kernels.gemm import gemm_demand
-
-        n, k = (int(part[1:]) for part in r["shape"].split("_"))
-        if r.get("params"):
-            params = json.loads(r["params"])
-        else:  # early GEMM sweeps kept the config only in its label, e.g. "M128 N128 K64 G8 w8 s3"
-            bm, bn, bk, gm = (int(t[1:]) for t in r["config"].split()[:4])
-            params = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": gm}
-        config = Config(params, int(r["num_warps"]), int(r["num_stages"]))
-        return gemm_demand(int(r["M"]), n, k, config, "bfloat16", arch, shared, registers), config
-    from kernels.moe_bench import MoEGemmSpec
-    from kernels.moe_demand import moe_gemm_demand
-
-    e, top, k, n = r["shape"].split("_")
-    b_tma = True if kernel.endswith("[tma]") else False if kernel.endswith("[ptr]") else None
-    spec = MoEGemmSpec(int(e[1:]), int(top[3:]), int(k[1:]), int(n[1:]), int(r["M"]), gemm=int(r["gemm"]),
-                       b_tma=b_tma)
-    counts = json.loads(r["case_info"]).get("expert_counts") if r.get("case_info") else None
-    config = row_config(r)
-    return moe_gemm_demand(spec, config, arch, counts, shared, registers), config
+    _, config, demand = family_of_row(r).read_row(r, arch)
+    return demand, config
 
 
 def rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Dataset:
-    """Feature rows of the fully timed sweep rows of the shipped kernels, with their exact ceilings."""
+    """Feature rows of the fully timed sweep rows of the kernel families, with their exact ceilings."""
     rates_by_gpu = {}
     xs, ys, ceil, meas, gpus, groups, cases, labels = [], [], [], [], [], [], [], []
     for r in rows:

@@ -21,7 +21,7 @@ import numpy as np
 from advisor.model.dataset import Dataset
 from advisor.model.features import FEATURES, feature_row
 from ceilings.errors import AdvisorError
-from ceilings.hardware import get_spec
+from ceilings.hardware import GPU
 
 MODEL_DIR = Path(__file__).resolve().parent / "models"
 QUANTILES = (0.1, 0.9)
@@ -99,12 +99,13 @@ class LatencyModel:
                    TreeEnsemble.load(folder / "latency_quantiles.npz"), meta)
 
 
-def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None) -> list[dict]:
-    """predicted_us and its interval for ceilings computed by `advisor.advice.ceiling` (with their demand)."""
+def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None, *, gpu: GPU) -> list[dict]:
+    """predicted_us and its interval for ceilings on `gpu` computed by `advisor.advice.ceiling` (with their
+    demand)."""
     from ceilings.launch import Config
 
-    model = model or (model_for(ceilings[0].gpu) if ceilings else LatencyModel.load())
-    rows = [feature_row(c, c.demand, Config.from_dict(c.config), get_spec(c.gpu)) for c in ceilings]
+    model = model or model_for(gpu)
+    rows = [feature_row(c, c.demand, Config.from_dict(c.config), gpu.spec) for c in ceilings]
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
     mid, lo, hi = model.predict_us(np.array([c.ceiling_us for c in ceilings]), x)
     trained_on = set(model.meta.get("kernels", []))
@@ -174,11 +175,11 @@ def tuned_model_dir(gpu_name: str) -> Path:
 _LOADED: dict[str, LatencyModel] = {}
 
 
-def model_for(gpu_name: str | None = None) -> LatencyModel:
+def model_for(gpu: GPU | None = None) -> LatencyModel:
     """The GPU's fine-tuned model when `advisor calibrate --tune` made one, else the shipped model."""
     folder = MODEL_DIR
-    if gpu_name:
-        tuned = tuned_model_dir(get_spec(gpu_name).name)
+    if gpu is not None:
+        tuned = tuned_model_dir(gpu.name)
         if (tuned / "latency_meta.json").exists():
             folder = tuned
     key = str(folder)
