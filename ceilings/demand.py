@@ -36,7 +36,7 @@ from ceilings.sass_map import (
     QUANTITIES,
     CTAClasses,
     Placement,
-    class_quantities,
+    block_weights,
     cta_classes,
     place,
     region_runs,
@@ -80,7 +80,8 @@ def _mma(placement: Placement) -> tuple[str, str]:
 def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: Placement, classes: CTAClasses,
             floor: bool, notes: list[str]) -> Demand:
     warps = launch.config.num_warps
-    per_warp = class_quantities(placement, ir, classes, floor)  # classes x QUANTITIES
+    weights = block_weights(placement, ir, classes, floor)  # blocks x classes
+    per_warp = weights.T @ placement.table  # classes x QUANTITIES
     per_cta = per_warp * warps
     descriptors = [t for t in launch.tensors if t.block_shape]
     tma_bytes = np.zeros(len(classes.counts))
@@ -94,14 +95,13 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     flops_per_cta = per_cta[:, _COLUMN["tensor_flops"]]
     unknown_mma = any(i.pipe == "tensor" and i.opcode != "HFMA2" and not i.mma_flops_per_warp()
                       for i in placement.fn.instructions)
-    # A CTA works when it moves global memory or does tensor work; the others exit early.
-    works = (l2_per_cta + flops_per_cta) > 0
+    works = _working(ir, placement, weights)
     counts = classes.counts
     active = float(counts[works].sum())
-    weights = counts * works / active if active else np.zeros_like(counts)
+    share = counts * works / active if active else np.zeros_like(counts)
 
     def mean(column: np.ndarray) -> float:
-        return float(weights @ column)
+        return float(share @ column)
 
     instructions = {p: mean(per_cta[:, _COLUMN[p]]) for p in PIPES}
     work_of = [(float(n), {**{p: float(per_cta[j, _COLUMN[p]]) for p in PIPES}, "tensor": float(flops_per_cta[j]),
@@ -119,6 +119,17 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
                   registers=compiled.registers, local_bytes=compiled.local_bytes,
                   source="generic (SASS x evaluated control flow)" + ("" if floor else ", expected"),
                   notes=demand_notes, cta_classes=work_of, working_set_bytes=touched)
+
+
+def _working(ir: KernelIR, placement: Placement, weights: np.ndarray) -> np.ndarray:
+    """Per class, whether its CTAs work: run any code after the kernel's early exits (all of them when
+    the kernel has none, or without line information to tell)."""
+    after_exit = {r.index for r in ir.regions if r.kind == "block" and sum(r.lines.values()) > 1}
+    if not after_exit or not placement.line_info:
+        return np.ones(weights.shape[1], dtype=bool)
+    chains = {r.index: {a.index for a in ir.ancestors(r.index)} for r in ir.regions}
+    blocks = [b for b, region in enumerate(placement.block_region) if chains[region] & after_exit]
+    return weights[blocks].sum(axis=0) > 0
 
 
 def _dram_bytes(launch: Launch, ir: KernelIR, classes: CTAClasses, floor: bool, l2_bytes: float

@@ -276,15 +276,15 @@ def cta_classes(ir: KernelIR) -> CTAClasses:
         for kind, value in (("condition", r.condition), ("trips", r.trips)):
             if value is None:
                 continue
-            if value.ndim == 0:
-                scalars.append((kind, r.index, float(value)))
+            if value.ndim == 0 or len(value) != ir.evaluated:
+                scalars.append((kind, r.index, float(np.ravel(value)[0])))
             else:
-                columns.append((kind, r.index, value.astype(np.int64)))
+                columns.append((kind, r.index, value.astype(float)))
     if columns:
         matrix = np.stack([c for _, _, c in columns], axis=1)
         rows, counts = np.unique(matrix, axis=0, return_counts=True)
     else:
-        rows, counts = np.zeros((1, 0), dtype=np.int64), np.asarray([ir.evaluated])
+        rows, counts = np.zeros((1, 0)), np.asarray([ir.evaluated])
     out = CTAClasses(counts.astype(float) * ir.share, {}, {})
     n = len(counts)
     for r in ir.regions:

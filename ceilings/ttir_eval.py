@@ -18,6 +18,12 @@ Every global memory access (loads, stores, atomics, async and descriptor copies)
 the pointer argument its address derives from and its elements per execution (masks are not
 evaluated), for the DRAM bytes of `ceilings.demand`.
 
+The body of a loop with known bounds and at most MAX_ITERATIONS trips (not nested in another such
+loop) is evaluated for every iteration at once (iterations x CTAs), so a condition on the induction
+variable (`if pid * ROWS + r < rows`) becomes the share of iterations it holds in, per CTA, and the
+bound of an inner loop its mean trip count: exact for the total work of each region, though nested
+conditions are combined as if independent.
+
 Grids of more than MAX_CTAS CTAs are evaluated on an evenly spaced sample, each sampled CTA
 standing for an equal share of the grid.
 """
@@ -33,6 +39,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAX_CTAS = 1 << 17
+MAX_ITERATIONS = 256        # loops up to this many trips are evaluated once per iteration...
+MAX_ITERATION_CELLS = 1 << 22  # ... while iterations x CTAs stays below this
 
 _ARG = re.compile(r"%(?P<name>[\w$.]+)\s*:\s*(?P<type>[^,()]+?)(?:\s+loc\(|,|$)")
 _DEF = re.compile(r"^\s*%(?P<res>[\w$.]+)(?::\d+)?\s*=\s*(?P<op>[\w.\"]+)\s*(?P<rest>.*)$")
@@ -82,7 +90,7 @@ class Region:
     parent: int | None
     line: int | None = None         # source line of the statement that opens it (the loop, the if)
     lines: Counter = field(default_factory=Counter)  # source line -> ops directly in this region
-    condition: np.ndarray | None = None  # then/else/block: runs when its parent runs, per CTA (None: unknown)
+    condition: np.ndarray | None = None  # then/else/block: share of its parent's runs it runs in, per CTA
     trips: np.ndarray | None = None      # for: iterations per entry, per CTA (None: unknown)
     if_op: int | None = None        # then/else: the scf.if both sides belong to
 
@@ -234,6 +242,8 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
     edges: list[tuple[int, str, object]] = []  # (from region, to label, condition or True)
     current_block = 0
     if_ops = 0
+    expanded: np.ndarray | None = None  # iterations x CTAs that run, of the loop whose iterations are evaluated
+    expanded_at = 0
 
     def region_of_scope() -> int:
         return scopes[-1][1] if scopes else 0
@@ -270,6 +280,8 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             kind, closed = scopes.pop()
             if not scopes:
                 break
+            if expanded is not None and len(scopes) < expanded_at:
+                expanded = None
             if line is not None and kind in ("for", "while", "then", "else"):
                 _close_statement(regions, closed, line)
             if stripped.startswith("} else {") and kind == "then":
@@ -277,7 +289,7 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
                 other = new_region("else", then.parent, then.line)
                 regions[other].if_op = then.if_op
                 cond = then.condition
-                regions[other].condition = None if cond is None else ~cond
+                regions[other].condition = None if cond is None else 1.0 - cond
                 scopes.append(("else", other))
             elif stripped.startswith("} do {"):
                 scopes.append((kind, closed))
@@ -308,7 +320,12 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             if loop:
                 lb, ub, step = (_get(env, loop.group(k)) for k in ("lb", "ub", "step"))
                 if all(isinstance(v, np.ndarray) for v in (lb, ub, step)) and np.all(step > 0):
-                    regions[body].trips = np.asarray(np.maximum(0, -((lb - ub) // step)))
+                    trips = np.maximum(0, -((lb - ub) // step))
+                    regions[body].trips = _per_cta(trips, expanded, evaluated)
+                    iterations = _iterations(lb, step, trips, evaluated) if expanded is None else None
+                    if iterations is not None:
+                        env[loop.group("iv")], expanded = iterations
+                        expanded_at = len(scopes) + 1
                 iters = text[text.find("iter_args(") + len("iter_args("):] if "iter_args(" in text else ""
                 for a in _ITER_ARGS.finditer(iters.split(")")[0]):
                     if a.group("init")[1:] in base_of:
@@ -323,7 +340,8 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             then = new_region("then", here, line)
             regions[then].if_op = if_ops
             if_ops += 1
-            regions[then].condition = cond.astype(bool) if isinstance(cond, np.ndarray) else None
+            known = isinstance(cond, np.ndarray)
+            regions[then].condition = _per_cta(cond.astype(float), expanded, evaluated) if known else None
             scopes.append(("then", then))
             continue
         if op in ("cf.cond_br", "cf.br"):
@@ -366,6 +384,27 @@ def _close_statement(regions: list[Region], closed: int, line: int) -> None:
         region.lines[line] += 1
 
 
+def _iterations(lb: np.ndarray, step: np.ndarray, trips: np.ndarray, evaluated: int):
+    """The induction variable of a loop over all its iterations (iterations x CTAs) and which of them
+    run, when the loop is short enough to evaluate its body once per iteration."""
+    most = int(trips.max()) if trips.size else 0
+    if lb.ndim > 1 or trips.ndim > 1 or not 0 < most <= MAX_ITERATIONS or most * evaluated > MAX_ITERATION_CELLS:
+        return None
+    j = np.arange(most, dtype=np.int64)[:, None]
+    return lb + step * j, j < trips
+
+
+def _per_cta(value: np.ndarray, expanded: np.ndarray | None, evaluated: int) -> np.ndarray:
+    """A value inside a loop whose iterations are evaluated, as its mean per CTA over the iterations
+    that run (the share of iterations a branch is taken in, the mean trip count of an inner loop)."""
+    if expanded is None or value.ndim < 2:
+        return value
+    v, runs = np.broadcast_arrays(value.astype(float), expanded)
+    count = runs.sum(axis=0)
+    mean = np.where(count > 0, (v * runs).sum(axis=0) / np.maximum(count, 1), 0.0)
+    return np.asarray(mean[0]) if mean.shape == (1,) and evaluated != 1 else mean
+
+
 def _get(env: Mapping[str, object], token: str):
     return env.get(token[1:]) if token.startswith("%") else None
 
@@ -387,13 +426,13 @@ def _block_conditions(regions: list[Region], blocks: Mapping[str, int], edges) -
     for r in regions:
         if r.kind == "block":
             value = runs.get(r.index)
-            r.condition = None if value is None else np.asarray(value)
+            r.condition = None if value is None else np.asarray(value, dtype=float)
 
 
 def _tensor_type(text: str) -> tuple[int, int]:
-    """(elements, bytes per element) of the first tensor or pointer type in an op's type list."""
+    """(elements, bytes per element) of the first tensor, tensor descriptor or pointer type of an op."""
     types = text.split(" : ", 1)[-1]
-    m = re.search(r"tensor<(?P<dims>(?:\d+x)*)(?:!tt\.ptr<)?(?P<elem>[a-zA-Z0-9]+)", types)
+    m = re.search(r"(?:tensor|tensordesc)<(?P<dims>(?:\d+x)*)(?:!tt\.ptr<)?(?P<elem>[a-zA-Z0-9]+)", types)
     if m:
         dims = [int(d) for d in m.group("dims").split("x") if d]
         return math.prod(dims) if dims else 1, _element_bytes(m.group("elem"))
@@ -410,10 +449,7 @@ def _element_bytes(name: str) -> int:
 def _access(op: str, rest: str, region: int, base_of: Mapping[str, str]) -> Access:
     operands = [v[1:] for v in _VALUE.findall(rest.split(" : ")[0])]
     argument = next((base_of[o] for o in operands if o in base_of), None)
-    if op in ("tt.descriptor_load", "ttng.async_tma_copy_global_to_local"):
-        elements, width = _tensor_type(rest.split("->")[-1] if "->" in rest else rest)
-    else:
-        elements, width = _tensor_type(rest)
+    elements, width = _tensor_type(rest)
     return Access(region, _MEMORY_OPS[op], argument, elements, width)
 
 
