@@ -105,6 +105,7 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
 
     instructions = {p: mean(per_cta[:, _COLUMN[p]]) for p in PIPES}
     work_of = [(float(n), {**{p: float(per_cta[j, _COLUMN[p]]) for p in PIPES}, "tensor": float(flops_per_cta[j]),
+                           "tensor_instructions": float(per_cta[j, _COLUMN["tensor"]]),
                            "smem": float(smem_per_cta[j])}) for j, n in enumerate(counts)]
     dram, touched = _dram_bytes(launch, ir, classes, floor, float(counts @ l2_per_cta))
     kind, dtype = _mma(placement)

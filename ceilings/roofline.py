@@ -58,6 +58,13 @@ class Demand:
             return math.ceil(self.active_ctas / sms) * per_cta if self.active_ctas else 0.0
         return busiest_sm_work([(n, w.get(key, 0.0)) for n, w in self.cta_classes], sms)
 
+    def instructions(self, pipe: str) -> float:
+        """Chip-wide warp instructions of a pipeline (`sm__inst_executed_pipe_*`)."""
+        if self.cta_classes:
+            key = "tensor_instructions" if pipe == "tensor" else pipe
+            return sum(n * w.get(key, 0.0) for n, w in self.cta_classes)
+        return self.active_ctas * self.instructions_per_cta.get(pipe, 0.0)
+
     def total(self, key: str) -> float:
         """Chip-wide `key` ("tensor" FLOPs, a pipeline's warp instructions, "smem" bytes)."""
         if self.cta_classes:
@@ -122,7 +129,7 @@ def demand_detail(demand: Demand) -> dict:
     path the floor the ceiling uses and the expected work next to it."""
 
     def work(d: Demand) -> dict:
-        return {"instructions": {p: round(d.total(p), 1) for p in _DETAIL_PIPES
+        return {"instructions": {p: round(d.instructions(p), 1) for p in _DETAIL_PIPES
                                  if p in d.instructions_per_cta or d.cta_classes},
                 "tensor_flops": round(d.total("tensor"), 1),
                 "bytes": {"l2": round(d.l2_bytes, 1), "dram": round(d.dram_bytes, 1),
