@@ -24,8 +24,9 @@ work an estimate (a loop runs once, each side of an unknown `if` half the time, 
 unknown early exit runs). Without line information (a listing from an older cache), SASS loops are
 matched to IR loops in pre-order and every block counts as unconditional, as before.
 
-Known limit: a loop that ptxas unrolls without a remainder (a constant trip count) is still weighted
-by the IR's trip count, so its body counts u times too often.
+Known limits: a loop that ptxas unrolls without a remainder (a constant trip count) is still weighted
+by the IR's trip count, so its body counts u times too often; copies of a loop body that ptxas peels
+out of its loops (straight-line remainder code) count once per entry on top of the trip count.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma", "o
 QUANTITIES = PIPES + ("tensor_flops", "global_bytes", "shared_bytes", "tma_loads")
 _GLOBAL = ("LDG", "STG", "REDG", "ATOMG", "RED", "ATOM")
 _VOTE_SHARE = 0.25
+_BODY_WORK = frozenset(("LDG", "STG", "LDS", "STS", "LDSM", "LDGSTS", "ATOMG", "REDG", "FFMA", "FADD", "FMUL",
+                        "HFMA2", "HADD2", "HMUL2", "MUFU", "DFMA", "DADD", "DMUL", "HMMA", "HGMMA", "IMMA", "QGMMA"))
 
 
 @dataclass
@@ -256,7 +259,7 @@ def _unroll_shares(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[
         size = {i: sum(e - s for s, e in (cfg.blocks[b] for b in loops[i].blocks)) for i in members}
         ordered = sorted(members, key=lambda i: -size[i])
         main, rest = ordered[0], ordered[-1]
-        unroll = max(1, round(size[main] / max(size[rest], 1)))
+        unroll = _unroll_factor(fn, cfg, loops[main], loops[rest])
         shares[main], shares[rest] = ("main", unroll), ("rest", unroll)
         for i in ordered[1:-1]:
             shares[i] = ("none", unroll)
@@ -264,6 +267,23 @@ def _unroll_shares(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[
         notes.append(f"loop at line {line}: unrolled {unroll}x with a remainder loop: the main loop counted "
                      f"trips // {unroll} times, the remainder trips % {unroll}")
     return shares
+
+
+def _unroll_factor(fn: Function, cfg: CFG, main: Loop, rest: Loop) -> int:
+    """Copies of the loop body in the main loop: the median ratio of the body's work instructions
+    (memory, floating point, MUFU, MMA) between the main and the remainder loop, whose loop control
+    (increment, test, branch) does not grow with unrolling."""
+
+    def work(loop: Loop) -> Counter:
+        return Counter(i.opcode for b in loop.blocks for i in fn.instructions[slice(*cfg.blocks[b])]
+                       if i.opcode in _BODY_WORK)
+
+    ours, theirs = work(main), work(rest)
+    ratios = sorted(ours[op] / theirs[op] for op in theirs if theirs[op])
+    if ratios:
+        return int(min(16, max(1, round(ratios[len(ratios) // 2]))))
+    sizes = [sum(e - s for s, e in (cfg.blocks[b] for b in lp.blocks)) for lp in (main, rest)]
+    return int(min(16, max(1, round(sizes[0] / max(sizes[1], 1)))))
 
 
 # ----------------------------------------------------------------------------------------------
