@@ -1,12 +1,14 @@
 """Generic per-pipeline instruction counts of any compiled kernel, from its SASS and TTGIR.
 
-1. Parse `nvdisasm -c` output into instructions with addresses, labels and branch targets.
+1. Parse `nvdisasm -c -gi` output into instructions with addresses, labels, branch targets and
+   source lines.
 2. Build the control-flow graph of the kernel function, find natural loops (back edges to a
    dominating block), and nest them.
-3. Match the SASS loops, outermost first in address order, to the `scf.for` loops of the final
-   TTGIR, whose bounds are evaluated on the launch's scalar arguments (`ttir_eval`). A loop that
-   cannot be matched or whose bound cannot be evaluated (a data-dependent bound, a spin-wait) counts
-   one iteration, and the result says so.
+3. `weigh` / `count_instructions`: match the SASS loops, outermost first in address order, to the
+   loops of the final TTGIR, whose bounds are evaluated on the launch's scalar arguments
+   (`ttir_eval`); a loop that cannot be matched or whose bound cannot be evaluated counts one
+   iteration. This is the simple count (benchmarks use it); the generic demand places blocks on the
+   IR's regions by source line instead (`ceilings.sass_map`) and evaluates branches and exits too.
 4. Weight each instruction by the trip counts of the loops around it and classify its opcode into
    the pipelines Nsight Compute reports (tensor, fma, alu, xu, lsu, uniform, cbu, adu, tma).
 
