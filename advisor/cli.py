@@ -176,6 +176,8 @@ def _ceiling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-calibration", action="store_true", help="use spec-sheet rates even if calibrated")
     p.add_argument("--compile", action="store_true", help="compile to read shared memory and registers")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--detail", action="store_true", help="with --format json: the work behind the ceiling "
+                   "(instructions by pipeline, bytes, registers, spills, working CTAs, floor and expected, notes)")
 
 
 def _suggest_args(p: argparse.ArgumentParser) -> None:

@@ -176,7 +176,7 @@ def cmd_ceiling(args) -> int:
 
     results, titles, _ = _ceilings(args)
     if args.format == "json":
-        docs = [c.to_json() for c in results]
+        docs = [c.to_json(detail=args.detail) for c in results]
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
         return 0
     for c, title in zip(results, titles, strict=True):

@@ -291,7 +291,8 @@ def _resource_usage(cubin: bytes) -> dict:
         f.flush()
         out = subprocess.run([_tool("cuobjdump"), "--dump-resource-usage", f.name], capture_output=True,
                              text=True, check=True).stdout
-        sass = subprocess.run([_tool("nvdisasm"), "-c", f.name], capture_output=True, text=True, check=True).stdout
+        sass = subprocess.run([_tool("nvdisasm"), "-c", "-gi", f.name], capture_output=True, text=True,
+                              check=True).stdout  # -gi: each instruction's source line, for ceilings.sass_map
     usage = {key.lower(): int(value) for key, value in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", out)}
     return {"registers": usage.get("reg"), "local_bytes": usage.get("local", 0) + usage.get("stack", 0),
             "sass": sass}
@@ -315,7 +316,7 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
     key_text = json.dumps([fn.cache_key, signature, sorted((str(k), str(v)) for k, v in constexprs.items()),
                            sorted((str(k), str(v)) for k, v in attrs.items()), sorted(options.__dict__.items(),
                                                                                       key=lambda kv: kv[0]),
-                           arch, triton.__version__], default=str)
+                           arch, triton.__version__, "sass-line-info"], default=str)
     key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
     path = cache_dir() / f"{key}.json"
     if use_cache and path.exists():

@@ -1,98 +1,181 @@
-"""The generic demand of any Triton kernel launch: compiled SASS x loop trip counts x CTAs.
+"""The generic demand of any Triton kernel launch: compiled SASS x how often each block runs x CTAs.
 
-Works for kernels the advisor knows nothing about. What it cannot know (data-dependent early exits,
-loop bounds read from memory, which parts of a tensor are touched) it states in the notes and
-errs toward less work, so the ceiling stays a floor: every CTA of the grid is assumed to run the
-counted path, and compulsory DRAM bytes are the smaller of the tensors' footprints and the bytes
-the loads and stores issue.
+Works for kernels the advisor knows nothing about, and gives two answers (ARCHITECTURE.md, "Next
+shape"):
+
+- the **floor**, which the ceiling uses: what the launch does not determine contributes the least
+  work it could. A loop whose bound is unknown runs 0 times, an `if` whose condition is unknown is not
+  taken, a CTA that may exit does; compulsory DRAM bytes are, per tensor, the smaller of its
+  footprint and the bytes its loads and stores issue (a tensor no access reaches contributes none);
+- the **expected** work (`Demand.expected`), for the model's features: the same evaluation, with an
+  estimate where the floor takes the least (an unknown loop runs once, each side of an unknown `if`
+  half the time, the code after an unknown early exit runs).
+
+What the launch determines is evaluated per CTA (`ceilings.ttir_eval`): exit and branch conditions
+on program ids, scalar arguments and the carried contents of small integer tensors; loop bounds from
+the same (a persistent grid-stride loop gives each CTA its own trip count). SASS blocks are placed on
+those regions by their source lines (`ceilings.sass_map`), CTAs with the same values form one class,
+and the roofline takes the busiest SM's share over the classes. Blocks on ptxas's slow paths (a
+64-bit remainder past 32 bits) count in neither answer.
+
+Every assumption that changes a number is in the notes.
 """
 
 from __future__ import annotations
 
 import math
-import re
+from collections import defaultdict
+
+import numpy as np
 
 from ceilings.compile import CompiledKernel, compile_launch
 from ceilings.launch import Launch
 from ceilings.roofline import Demand
-from ceilings.sass import Instruction, InstructionCounts, WeightedCode, count_instructions, weigh
-from ceilings.ttir_eval import loop_trip_counts
+from ceilings.sass_map import (
+    PIPES,
+    QUANTITIES,
+    CTAClasses,
+    Placement,
+    block_weights,
+    cta_classes,
+    place,
+    region_runs,
+)
+from ceilings.ttir_eval import KernelIR, read_kernel_ir
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
                 "int32": 4, "int64": 8, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 _MMA_DTYPE = (("BF16", "bf16"), ("E4M3", "fp8"), ("E5M2", "fp8"), ("TF32", "tf32"), ("S8", "int8"),
               ("U8", "int8"))
-_WIDTH = re.compile(r"\.(8|16|32|64|128)\b")
-
-
-def _access_bytes(ins: Instruction) -> int:
-    """Bytes one warp moves with a load/store: 32 lanes x the access width (32 bits by default)."""
-    width = _WIDTH.findall(ins.mods)
-    bits = int(width[-1]) if width else 32
-    return 32 * bits // 8
-
-
-def memory_bytes_per_warp(code: WeightedCode) -> tuple[float, float, float]:
-    """(global bytes, shared bytes, TMA load instructions) of one warp of one CTA, loop-weighted."""
-    global_bytes = shared_bytes = tma = 0.0
-    for ins, times in code.instructions():
-        if ins.opcode in ("LDG", "STG", "REDG", "ATOMG", "RED", "ATOM"):
-            global_bytes += times * _access_bytes(ins)
-        elif ins.opcode == "LDGSTS":  # global -> shared copy: counts on both sides
-            global_bytes += times * _access_bytes(ins)
-            shared_bytes += times * _access_bytes(ins)
-        elif ins.opcode in ("LDS", "STS"):
-            shared_bytes += times * _access_bytes(ins)
-        elif ins.opcode in ("LDSM", "STSM"):  # 8x8 matrices of 16-bit values: 128 B each, .X4 = 4 of them
-            count = 4 if ".X4" in ins.mods.upper() else 2 if ".X2" in ins.mods.upper() else 1
-            shared_bytes += times * 128 * count
-        elif ins.opcode == "UTMALDG":
-            tma += times
-    return global_bytes, shared_bytes, tma
+_COLUMN = {q: i for i, q in enumerate(QUANTITIES)}
 
 
 def generic_demand(launch: Launch, compiled: CompiledKernel | None = None, arch: int = 90) -> Demand:
+    """The floor demand of a launch, with the expected demand on `.expected`."""
     compiled = compiled or compile_launch(launch, arch)
     scalars = {k: v for k, v in launch.scalars if isinstance(v, int | bool)}
-    trips = loop_trip_counts(compiled.ttgir, scalars)
-    weighed = weigh(compiled.sass, launch.kernel, trips)  # parse and weigh the SASS once
-    counts: InstructionCounts = count_instructions(compiled.sass, launch.kernel, trips, weighed)
+    values = {t.name: t.values for t in launch.tensors if t.values is not None}
+    ir = read_kernel_ir(compiled.ttgir, scalars, launch.grid, values)
+    placement = place(compiled.sass, launch.kernel, ir)
+    classes = cta_classes(ir)
+    notes = list(placement.notes) + _evaluation_notes(ir, classes)
+    expected = _demand(launch, compiled, ir, placement, classes, floor=False, notes=notes)
+    floor = _demand(launch, compiled, ir, placement, classes, floor=True, notes=notes)
+    floor.expected = expected
+    return floor
+
+
+def _mma(placement: Placement) -> tuple[str, str]:
+    """(kind, input dtype) of the kernel's MMAs: the input type is a suffix (.BF16, .E4M3, .TF32, ...);
+    half precision has none on H*MMA."""
+    mmas = [i for i in placement.fn.instructions if i.pipe == "tensor" and i.opcode != "HFMA2"]
+    kind = "wgmma" if any(i.opcode.endswith("GMMA") for i in mmas) else "mma_sync"
+    if not mmas:
+        return kind, "bf16"
+    ins = mmas[0]
+    default = {"Q": "fp8", "I": "int8"}.get(ins.opcode[0], "fp16")
+    return kind, next((name for tag, name in _MMA_DTYPE if f".{tag}" in ins.mods.upper()), default)
+
+
+def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: Placement, classes: CTAClasses,
+            floor: bool, notes: list[str]) -> Demand:
     warps = launch.config.num_warps
-    per_cta = counts.scaled(warps)
-    notes = list(counts.notes)
-    unknown = sum(1 for t in trips if t is None)
-    if unknown:
-        notes.append(f"{unknown} loop bound(s) depend on memory or program ids: counted once")
-
-    kinds = counts.mma_kinds
-    kind = "wgmma" if any(op.endswith("GMMA") for op in kinds) else "mma_sync"
-    dtype = "bf16"
-    for ins in weighed[0].fn.instructions:
-        if ins.pipe == "tensor":
-            # The input type is a suffix (.BF16, .E4M3, .TF32, ...); half precision has none on H*MMA.
-            default = {"Q": "fp8", "I": "int8"}.get(ins.opcode[0], "fp16")
-            dtype = next((name for tag, name in _MMA_DTYPE if f".{tag}" in ins.mods.upper()), default)
-            break
-
-    g_bytes, s_bytes, tma_instr = memory_bytes_per_warp(weighed[0])
+    weights = block_weights(placement, ir, classes, floor)  # blocks x classes
+    per_warp = weights.T @ placement.table  # classes x QUANTITIES
+    per_cta = per_warp * warps
     descriptors = [t for t in launch.tensors if t.block_shape]
-    tma_bytes = 0.0
-    if descriptors and tma_instr:
-        # Each TMA load moves one block of a descriptor; with several descriptors, the average block.
+    tma_bytes = np.zeros(len(classes.counts))
+    if descriptors:
+        # Each TMA load moves one block of a descriptor; with several descriptors, the average block. A
+        # TMA load appears in every warp's stream but only the elected warp's copy is enabled: once per CTA.
         blocks = [math.prod(t.block_shape) * _DTYPE_BYTES.get(t.dtype, 2) for t in descriptors]
-        tma_bytes = tma_instr * sum(blocks) / len(blocks)
-    # SASS global/shared traffic is per warp; a TMA load appears in every warp's stream but only the
-    # elected warp's copy is enabled, so its bytes count once per CTA.
-    l2_per_cta = g_bytes * warps + tma_bytes
-    smem_per_cta = s_bytes * warps + tma_bytes
+        tma_bytes = per_warp[:, _COLUMN["tma_loads"]] * sum(blocks) / len(blocks)
+    l2_per_cta = per_cta[:, _COLUMN["global_bytes"]] + tma_bytes
+    smem_per_cta = per_cta[:, _COLUMN["shared_bytes"]] + tma_bytes
+    flops_per_cta = per_cta[:, _COLUMN["tensor_flops"]]
+    unknown_mma = any(i.pipe == "tensor" and i.opcode != "HFMA2" and not i.mma_flops_per_warp()
+                      for i in placement.fn.instructions)
+    works = _working(ir, placement, weights)
+    counts = classes.counts
+    active = float(counts[works].sum())
+    share = counts * works / active if active else np.zeros_like(counts)
+
+    def mean(column: np.ndarray) -> float:
+        return float(share @ column)
+
+    instructions = {p: mean(per_cta[:, _COLUMN[p]]) for p in PIPES}
+    work_of = [(float(n), {**{p: float(per_cta[j, _COLUMN[p]]) for p in PIPES}, "tensor": float(flops_per_cta[j]),
+                           "tensor_instructions": float(per_cta[j, _COLUMN["tensor"]]),
+                           "smem": float(smem_per_cta[j])}) for j, n in enumerate(counts)]
+    dram, touched = _dram_bytes(launch, ir, classes, floor, float(counts @ l2_per_cta))
+    kind, dtype = _mma(placement)
+    demand_notes = list(notes)
+    if floor and unknown_mma:
+        demand_notes.append("MMA shape not in the SASS (tcgen05 takes it from a descriptor): tensor FLOPs unknown")
     ctas = launch.num_programs
-    footprint = sum(t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors if not t.block_shape)
-    dram = min(footprint, l2_per_cta * ctas) if l2_per_cta else footprint
-    notes.append("every CTA of the grid is assumed to run the counted path (data-dependent exits unknown)")
-    instructions = {k: v for k, v in per_cta.per_pipe.items() if k != "tensor"}
-    tensor_flops = None if math.isnan(per_cta.tensor_flops) else per_cta.tensor_flops
-    return Demand(kernel=launch.kernel, ctas=ctas, active_ctas=ctas, warps_per_cta=warps,
-                  tensor_flops_per_cta=tensor_flops, tensor_dtype=dtype, tensor_kind=kind,
-                  instructions_per_cta=instructions, smem_bytes_per_cta=smem_per_cta, l2_bytes=l2_per_cta * ctas,
-                  dram_bytes=dram, shared_bytes=compiled.shared_bytes, registers=compiled.registers,
-                  source="generic (SASS x trip counts)", notes=notes)
+    return Demand(kernel=launch.kernel, ctas=ctas, active_ctas=round(active), warps_per_cta=warps,
+                  tensor_flops_per_cta=None if unknown_mma else mean(flops_per_cta), tensor_dtype=dtype,
+                  tensor_kind=kind, instructions_per_cta=instructions, smem_bytes_per_cta=mean(smem_per_cta),
+                  l2_bytes=float(counts @ l2_per_cta), dram_bytes=dram, shared_bytes=compiled.shared_bytes,
+                  registers=compiled.registers, local_bytes=compiled.local_bytes,
+                  source="generic (SASS x evaluated control flow)" + ("" if floor else ", expected"),
+                  notes=demand_notes, cta_classes=work_of, working_set_bytes=touched)
+
+
+def _working(ir: KernelIR, placement: Placement, weights: np.ndarray) -> np.ndarray:
+    """Per class, whether its CTAs work: run any code after the kernel's early exits (all of them when
+    the kernel has none, or without line information to tell)."""
+    after_exit = {r.index for r in ir.regions if r.kind == "block" and sum(r.lines.values()) > 1}
+    if not after_exit or not placement.line_info:
+        return np.ones(weights.shape[1], dtype=bool)
+    chains = {r.index: {a.index for a in ir.ancestors(r.index)} for r in ir.regions}
+    blocks = [b for b, region in enumerate(placement.block_region) if chains[region] & after_exit]
+    return weights[blocks].sum(axis=0) > 0
+
+
+def _dram_bytes(launch: Launch, ir: KernelIR, classes: CTAClasses, floor: bool, l2_bytes: float
+                ) -> tuple[float, float]:
+    """(compulsory DRAM bytes, working set): per tensor, the smaller of its footprint and the bytes its
+    accesses issue (masks not evaluated); the working set is the expected one of those."""
+    footprint = {t.name: t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors}
+    issued: dict[str, float] = defaultdict(float)
+    for access in ir.accesses:
+        if access.argument in footprint:
+            runs = region_runs(ir, access.region, classes, floor)
+            issued[access.argument] += float(classes.counts @ runs) * access.elements * access.element_bytes
+    if not issued:  # no access traced to an argument: the bytes the SASS issues, capped by the tensors
+        total = sum(footprint.values())
+        return (min(total, l2_bytes) if l2_bytes else total), (min(total, l2_bytes) if l2_bytes else total)
+    dram = sum(min(footprint[name], b) for name, b in issued.items())
+    return dram, dram
+
+
+def _evaluation_notes(ir: KernelIR, classes: CTAClasses) -> list[str]:
+    """What the evaluation of the IR decided for the whole launch, one note per loop or branch."""
+    notes = []
+    if ir.share > 1:
+        notes.append(f"the grid of {ir.ctas} CTAs evaluated on {ir.evaluated} evenly spaced CTAs")
+    counts = classes.counts
+    for r in ir.regions:
+        where = f"line {r.line}" if r.line is not None else "an unknown line"
+        if r.kind in ("for", "while"):
+            trips = classes.trips[r.index]
+            if np.isnan(trips).all():
+                notes.append(f"loop at {where}: bound depends on memory or loop-carried values: the floor counts "
+                             "it 0 times, the expected work once")
+            elif trips.min() != trips.max():
+                notes.append(f"loop at {where}: trip count from program ids, {trips.min():g} to {trips.max():g} "
+                             "per CTA: the busiest SM's share counted")
+        elif r.kind == "then" and r.condition is None:
+            notes.append(f"branch at {where}: condition not determined by the launch: the floor counts neither "
+                         "side, the expected work half of each")
+        elif r.kind == "block" and r.condition is None and sum(r.lines.values()) > 1:
+            notes.append(f"early exit before line {next(iter(r.lines))}: condition not determined by the launch: the "
+                         "floor counts what follows 0 times, the expected work once")
+        elif r.kind == "block" and sum(r.lines.values()) > 1:
+            taken = float(counts @ np.nan_to_num(classes.condition[r.index]))
+            if 0 < taken < counts.sum() or taken == 0:
+                notes.append(f"code from line {next(iter(r.lines))} runs in {taken:g} of {counts.sum():g} CTAs "
+                             "(exit condition evaluated per CTA)")
+    return notes
+

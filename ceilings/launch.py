@@ -21,6 +21,9 @@ Scalar = int | float | bool | str
 # in this order (the order their tuners write, kept for byte-compatible files).
 ENGINE_META_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M")
 ENGINE_LAUNCH_KEYS = ("num_warps", "num_stages")
+# The contents of integer tensors up to this size may travel with a launch (TensorArg.values).
+MAX_VALUES_BYTES = 64 * 1024
+_INTEGER_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
 
 
 class Config:
@@ -162,6 +165,10 @@ class TensorArg:
 
     With `block_shape` it is a TMA tensor descriptor over that shape and strides, loading blocks of
     that shape (a `triton.tools.tensor_descriptor.TensorDescriptor` argument).
+
+    `values`: the contents of a small integer tensor (routing tables, offsets; at most
+    MAX_VALUES_BYTES), element i being the one at the data pointer + i elements (the flat contents of
+    a contiguous tensor), so the generic ceiling can evaluate control flow that reads them.
     """
 
     name: str
@@ -169,6 +176,7 @@ class TensorArg:
     dtype: str
     stride: tuple[int, ...]
     block_shape: tuple[int, ...] | None = None
+    values: tuple[int, ...] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
@@ -182,6 +190,17 @@ class TensorArg:
             raise AdvisorError(f"tensor {self.name}: shape {self.shape} and stride {self.stride} differ in rank")
         if any(s < 0 for s in self.shape):
             raise AdvisorError(f"tensor {self.name}: negative size in shape {self.shape}")
+        if self.values is not None:
+            if self.dtype not in _INTEGER_BYTES:
+                raise AdvisorError(f"tensor {self.name}: values are kept for integer tensors only, not {self.dtype}; "
+                                   "drop its values")
+            if len(self.values) * _INTEGER_BYTES[self.dtype] > MAX_VALUES_BYTES:
+                raise AdvisorError(f"tensor {self.name}: {len(self.values)} values exceed {MAX_VALUES_BYTES} bytes; "
+                                   "keep the values of small tensors only")
+            try:
+                object.__setattr__(self, "values", tuple(int(v) for v in self.values))
+            except (TypeError, ValueError):
+                raise AdvisorError(f"tensor {self.name}: values must be a list of integers") from None
 
     @classmethod
     def contiguous(cls, name: str, shape: Iterable[int], dtype: str) -> TensorArg:
@@ -204,6 +223,8 @@ class TensorArg:
                                "stride": list(self.stride)}
         if self.block_shape is not None:
             out["block_shape"] = list(self.block_shape)
+        if self.values is not None:
+            out["values"] = list(self.values)
         return out
 
 
@@ -294,7 +315,8 @@ class Launch:
             raise AdvisorError(f"{where}: a launch must be an object, got {type(data).__name__}")
         try:
             tensors = tuple(TensorArg(t["name"], tuple(t["shape"]), t["dtype"], tuple(t["stride"]),
-                                      tuple(t["block_shape"]) if t.get("block_shape") is not None else None)
+                                      tuple(t["block_shape"]) if t.get("block_shape") is not None else None,
+                                      tuple(t["values"]) if t.get("values") is not None else None)
                             for t in data.get("tensors", ()))
             return cls(
                 source=str(data["source"]),

@@ -6,12 +6,19 @@ system (L2, DRAM) chip-wide bytes. The busiest SM runs at least ceil(active CTAs
 (pigeonhole), so each SM-local pipeline needs at least that many CTAs' work divided by one SM's
 rate. ceiling_us = the largest pipeline time + the launch floor (the measured time of an empty
 kernel launched back to back in a CUDA graph).
+
+When CTAs differ in work (`Demand.cta_classes`: a persistent grid-stride loop gives some CTAs one
+row more; CTAs past a bound exit at once), the busiest SM's share of each pipeline is bounded below
+by `busiest_sm_work`: the larger of the average over SMs and, for every k, the k+1 smallest of the
+k x SMs + 1 largest CTAs (some SM runs k+1 of them), whatever the order the hardware hands them out.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ceilings.hardware import GPUSpec, Rates
 
@@ -36,6 +43,50 @@ class Demand:
     registers: int | None = None       # per thread, for occupancy
     source: str = "semantic"
     notes: list[str] = field(default_factory=list)
+    # CTAs grouped by identical work: (CTAs, per-CTA work: "tensor" FLOPs, warp instructions by
+    # pipeline, "smem" bytes). None: every active CTA does the per-CTA work above.
+    cta_classes: list[tuple[float, dict[str, float]]] | None = None
+    working_set_bytes: float | None = None  # bytes the launch touches, for the warm-L2 test (None: dram_bytes)
+    local_bytes: int | None = None     # local memory per thread (register spills)
+    expected: Demand | None = None     # the expected work where this one is a floor (generic path)
+
+    def busiest_sm_work(self, key: str, sms: int) -> float:
+        """A lower bound on the busiest SM's share of `key` ("tensor", a pipeline, "smem")."""
+        if not self.cta_classes:
+            per_cta = {"tensor": self.tensor_flops_per_cta or 0.0, "smem": self.smem_bytes_per_cta}.get(
+                key, self.instructions_per_cta.get(key, 0.0))
+            return math.ceil(self.active_ctas / sms) * per_cta if self.active_ctas else 0.0
+        return busiest_sm_work([(n, w.get(key, 0.0)) for n, w in self.cta_classes], sms)
+
+    def instructions(self, pipe: str) -> float:
+        """Chip-wide warp instructions of a pipeline (`sm__inst_executed_pipe_*`)."""
+        if self.cta_classes:
+            key = "tensor_instructions" if pipe == "tensor" else pipe
+            return sum(n * w.get(key, 0.0) for n, w in self.cta_classes)
+        return self.active_ctas * self.instructions_per_cta.get(pipe, 0.0)
+
+    def total(self, key: str) -> float:
+        """Chip-wide `key` ("tensor" FLOPs, a pipeline's warp instructions, "smem" bytes)."""
+        if self.cta_classes:
+            return sum(n * w.get(key, 0.0) for n, w in self.cta_classes)
+        per_cta = {"tensor": self.tensor_flops_per_cta or 0.0, "smem": self.smem_bytes_per_cta}.get(
+            key, self.instructions_per_cta.get(key, 0.0))
+        return self.active_ctas * per_cta
+
+
+def busiest_sm_work(classes: list[tuple[float, float]], sms: int) -> float:
+    """The least work the busiest of `sms` SMs can get, CTAs given as (count, work) pairs."""
+    counts = np.asarray([max(0, round(n)) for n, _ in classes], dtype=np.int64)
+    works = np.asarray([w for _, w in classes], dtype=float)
+    if counts.sum() == 0:
+        return 0.0
+    order = np.argsort(-works)
+    each = np.repeat(works[order], counts[order])  # every CTA's work, largest first
+    prefix = np.concatenate([[0.0], np.cumsum(each)])
+    k = np.arange((len(each) - 1) // sms + 1)
+    # The k+1 smallest of the k*sms+1 largest: positions k*sms-k .. k*sms (0-based).
+    grouped = prefix[k * sms + 1] - prefix[k * sms - k]
+    return float(max(prefix[-1] / sms, grouped.max()))
 
 
 @dataclass
@@ -55,14 +106,43 @@ class Ceiling:
     notes: list[str] = field(default_factory=list)
     demand: Demand | None = field(default=None, repr=False, compare=False)  # the work behind the ceiling
 
-    def to_json(self) -> dict:
-        """The ARCHITECTURE.md contract, plus the active CTAs and where the numbers came from."""
-        return {"gpu": self.gpu, "kernel": self.kernel, "config": self.config,
+    def to_json(self, detail: bool = False) -> dict:
+        """The ARCHITECTURE.md contract, plus the active CTAs and where the numbers came from; with
+        `detail`, the work behind it (`demand_detail`) to compare with a profiler."""
+        doc = {"gpu": self.gpu, "kernel": self.kernel, "config": self.config,
                 "ceiling_us": round(self.ceiling_us, 3), "binding": self.binding,
                 "pipelines": {k: (None if v is None else round(v, 3)) for k, v in self.pipelines.items()},
                 "ctas": self.ctas, "active_ctas": self.active_ctas, "waves": round(self.waves, 3),
                 "ctas_per_sm": self.ctas_per_sm, "rates_source": self.rates_source,
                 "demand_source": self.demand_source, "notes": self.notes}
+        if detail and self.demand is not None:
+            doc["detail"] = demand_detail(self.demand)
+        return doc
+
+
+_DETAIL_PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma")
+
+
+def demand_detail(demand: Demand) -> dict:
+    """Chip-wide work of a launch as a profiler reports it: warp instructions by pipeline
+    (`sm__inst_executed_pipe_*`), tensor FLOPs, bytes, resources and the CTAs that work; for the generic
+    path the floor the ceiling uses and the expected work next to it."""
+
+    def work(d: Demand) -> dict:
+        return {"instructions": {p: round(d.instructions(p), 1) for p in _DETAIL_PIPES
+                                 if p in d.instructions_per_cta or d.cta_classes},
+                "tensor_flops": round(d.total("tensor"), 1),
+                "bytes": {"l2": round(d.l2_bytes, 1), "dram": round(d.dram_bytes, 1),
+                          "shared": round(d.total("smem"), 1)},
+                "working_set_bytes": round(d.working_set_bytes if d.working_set_bytes is not None else d.dram_bytes, 1),
+                "ctas": d.ctas, "working_ctas": d.active_ctas}
+
+    out = {"registers": demand.registers, "spill_bytes_per_thread": demand.local_bytes,
+           "shared_bytes_per_cta": demand.shared_bytes, "warps_per_cta": demand.warps_per_cta,
+           "floor": work(demand), "notes": list(demand.notes)}
+    if demand.expected is not None:
+        out["expected"] = work(demand.expected)
+    return out
 
 
 def occupancy(spec: GPUSpec, warps_per_cta: int, registers: int | None, shared_bytes: int | None) -> int:
@@ -89,7 +169,6 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
     """
     spec = rates.spec
     sms = spec.sms
-    busiest = math.ceil(demand.active_ctas / sms) if demand.active_ctas else 0
     notes = list(demand.notes)
 
     # Tensor work has two floors: the busiest SM at its own peak (the spec rate at boost clock: a
@@ -106,27 +185,29 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
             tensor_us = None
             notes.append(f"{spec.name} has no known {demand.tensor_dtype} tensor rate; tensor time unknown")
         else:
-            busiest_sm = busiest * demand.tensor_flops_per_cta / (sm_rate * kind * spec.boost_clock_ghz * 1e9)
-            whole_chip = demand.active_ctas * demand.tensor_flops_per_cta / (chip_rate * kind * 1e12)
+            busiest_sm = demand.busiest_sm_work("tensor", sms) / (sm_rate * kind * spec.boost_clock_ghz * 1e9)
+            whole_chip = demand.total("tensor") / (chip_rate * kind * 1e12)
             tensor_us = max(busiest_sm, whole_chip) * 1e6
 
     def issue_us(pipe: str, warp_instr_per_s_chip: float) -> float:
-        count = demand.instructions_per_cta.get(pipe, 0.0)
-        return busiest * count / (warp_instr_per_s_chip / sms) * 1e6
+        return demand.busiest_sm_work(pipe, sms) / (warp_instr_per_s_chip / sms) * 1e6
 
     fma_instr_rate = rates.fma_tflops * 1e12 / 2 / 32  # FMAs/s over 32 lanes -> warp instructions/s
     dram_bytes = demand.dram_bytes
-    if warm_l2 and spec.l2_bytes and demand.dram_bytes <= spec.l2_bytes:
+    # The working set is what the launch touches (the expected bytes where the DRAM bytes are a
+    # floor): a floor that fits says nothing about whether the data does.
+    working_set = demand.working_set_bytes if demand.working_set_bytes is not None else demand.dram_bytes
+    if warm_l2 and spec.l2_bytes and dram_bytes and working_set <= spec.l2_bytes:
         dram_bytes = 0.0
-        notes.append(f"warm L2: the {demand.dram_bytes / 1e6:.1f} MB working set fits in the {spec.l2_bytes >> 20} MB "
-                     "L2, so back-to-back launches may not touch DRAM; DRAM time left out")
+        notes.append(f"warm L2: the {working_set / 1e6:.1f} MB working set fits in the {spec.l2_bytes >> 20} MB L2, "
+                     "so back-to-back launches may not touch DRAM; DRAM time left out")
     pipelines: dict[str, float | None] = {
         "tensor": tensor_us,
         "fma": issue_us("fma", fma_instr_rate),
         "alu": issue_us("alu", rates.alu_ginst * 1e9),
         "xu": issue_us("xu", rates.xu_ginst * 1e9),
         "lsu": issue_us("lsu", rates.lsu_ginst * 1e9),
-        "smem": busiest * demand.smem_bytes_per_cta / (rates.smem_tbs * 1e12 / sms) * 1e6,
+        "smem": demand.busiest_sm_work("smem", sms) / (rates.smem_tbs * 1e12 / sms) * 1e6,
         "l2": None if rates.l2_tbs is None else demand.l2_bytes / (rates.l2_tbs * 1e12) * 1e6,
         "dram": dram_bytes / (rates.dram_tbs * 1e12) * 1e6,
         "launch": rates.launch_us,

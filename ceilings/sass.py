@@ -1,12 +1,14 @@
 """Generic per-pipeline instruction counts of any compiled kernel, from its SASS and TTGIR.
 
-1. Parse `nvdisasm -c` output into instructions with addresses, labels and branch targets.
+1. Parse `nvdisasm -c -gi` output into instructions with addresses, labels, branch targets and
+   source lines.
 2. Build the control-flow graph of the kernel function, find natural loops (back edges to a
    dominating block), and nest them.
-3. Match the SASS loops, outermost first in address order, to the `scf.for` loops of the final
-   TTGIR, whose bounds are evaluated on the launch's scalar arguments (`ttir_eval`). A loop that
-   cannot be matched or whose bound cannot be evaluated (a data-dependent bound, a spin-wait) counts
-   one iteration, and the result says so.
+3. `weigh` / `count_instructions`: match the SASS loops, outermost first in address order, to the
+   loops of the final TTGIR, whose bounds are evaluated on the launch's scalar arguments
+   (`ttir_eval`); a loop that cannot be matched or whose bound cannot be evaluated counts one
+   iteration. This is the simple count (benchmarks use it); the generic demand places blocks on the
+   IR's regions by source line instead (`ceilings.sass_map`) and evaluates branches and exits too.
 4. Weight each instruction by the trip counts of the loops around it and classify its opcode into
    the pipelines Nsight Compute reports (tensor, fma, alu, xu, lsu, uniform, cbu, adu, tma).
 
@@ -21,31 +23,49 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 # SASS opcode (its first dot-separated part) -> the pipeline whose `sm__inst_executed_pipe_*` counter
-# Nsight Compute increments for it on Hopper. Starting from Nsight Compute's pipeline descriptions,
-# the ambiguous opcodes were assigned by fitting the counts of 12 fused-MoE launches on an H100 and
-# checked on 12 others (benchmarks/RESULTS.md section 4): branches and barrier waits (BRA, BAR,
-# DEPBAR) and some uniform moves count in none of the per-pipe counters; LEA, SHF, IABS and
-# VIMNMX count as fma; CS2R and R2UR as alu; S2UR and STSM as adu.
+# Nsight Compute increments for it on Hopper, from the pipeline descriptions of Nsight Compute's
+# Kernel Profiling Guide ("Pipelines") and NVIDIA's answers on its forum, not fitted on any kernel:
+# - FMA: "most FP32 arithmetic (FADD, FMUL, FMAD) ... integer multiplication (IMUL, IMAD) ... integer
+#   dot products"; on GH100 FP16x2 is issued to the FMA pipes too. IMAD.MOV/.SHL/.IADD are IMADs.
+# - ALU: "most bit manipulation and logic instructions ... integer instructions, excluding IMAD and
+#   IMUL" and fast FP32-to-FP16 conversion (F2FP): so LEA, SHF, IABS, VIMNMX are ALU, as are FP32
+#   compares and min/max.
+# - XU: transcendentals (MUFU) and int<->float conversions.
+# - ADU (address divergence unit): "branches/jumps and indexed constant loads"; Nsight Compute counts
+#   barriers (BAR) there too (issue 14, seen on a layer-norm kernel).
+# - Uniform: the uniform datapath, "instructions where all threads use the same input and generate the
+#   same output": every U* ALU opcode, UMOV, UISETP and ULDC included.
+# - CBU (convergence barrier unit): warp-level convergence, calls, returns, exits.
+# - Tensor: MMA instructions, and HFMA2.MMA, an FP16x2 FMA that ptxas places on the tensor (MMA)
+#   datapath (seen on Nsight Compute, issue 14): see `Instruction.pipe`.
+# BRA, DEPBAR and NOP count in no per-pipe counter (benchmarks/RESULTS.md section 4).
 PIPE_OF_OPCODE: dict[str, str] = {}
 for _pipe, _ops in {
     "tensor": "HGMMA HMMA QGMMA IGMMA BGMMA IMMA BMMA DMMA UTCHMMA UTCQMMA UTCIMMA UTCMMA",
-    "fma": "FFMA FADD FMUL FFMA32I FADD32I FMUL32I FSWZADD HFMA2 HADD2 HMUL2 HFMA2MMA IMAD IMUL IMAD32I IDP "
-           "DFMA DADD DMUL FCHK LEA SHF IABS VIMNMX",
+    "fma": "FFMA FADD FMUL FFMA32I FADD32I FMUL32I FSWZADD HFMA2 HADD2 HMUL2 IMAD IMUL IMAD32I IDP "
+           "DFMA DADD DMUL FCHK",
     "alu": "IADD3 IADD IADD32I LOP3 LOP LOP32I SHL SHR ISETP FSETP PSETP HSETP2 DSETP SEL FSEL IMNMX "
            "VIADD VIADDMNMX FMNMX HMNMX2 SGXT PRMT BMSK F2FP MOV MOV32I P2R R2P PLOP3 CSET CSETP ISCADD "
-           "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR",
+           "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR LEA SHF IABS VIMNMX",
     "xu": "MUFU I2F F2I F2F FRND I2I I2FP F2IP POPC",
     "lsu": "LDG STG LDS STS LD ST LDL STL LDSM LDGSTS ATOM ATOMS ATOMG RED REDG CCTL CCTLL MEMBAR "
            "SHFL MATCH QSPC ERRBAR LDGDEPBAR",
     "uniform": "UIADD3 ULEA USHF USEL ULOP3 ULOP UIMAD USGXT UPRMT UFLO UPOPC UBREV UBMSK "
-               "VOTEU UP2UR UR2UP UPLOP3 UCLEA UIABS UIMNMX USETMAXREG ULEPC UCGABAR_ARV UCGABAR_WAIT",
+               "VOTEU UP2UR UR2UP UPLOP3 UCLEA UIABS UIMNMX USETMAXREG ULEPC UCGABAR_ARV UCGABAR_WAIT "
+               "UMOV UISETP ULDC UVIADD UVIMNMX USHL USHR UF2FP",
     "tma": "UTMALDG UTMASTG UTMAPF UTMACCTL UBLKCP UBLKRED UBLKPF UTMACMDFLUSH UTMAREDG",
     "cbu": "BRX JMP JMX CALL RET EXIT BSSY BSYNC WARPSYNC BREAK KILL NANOSLEEP YIELD BMOV",
-    "adu": "WARPGROUP ELECT SYNCS VOTE S2R LDC FENCE ACQBULK ARRIVES B2R R2B S2UR STSM",
-    "none": "NOP BRA BAR DEPBAR UMOV UISETP ULDC",
+    "adu": "WARPGROUP ELECT SYNCS VOTE S2R LDC FENCE ACQBULK ARRIVES B2R R2B S2UR STSM BAR",
+    "none": "NOP BRA DEPBAR",
 }.items():
     for _op in _ops.split():
         PIPE_OF_OPCODE[_op] = _pipe
+MMA_OPCODES = frozenset(op for op, pipe in PIPE_OF_OPCODE.items() if pipe == "tensor")
+# Subroutines ptxas calls only on a slow path: 64-bit integer division and remainder when an operand
+# does not fit in 32 bits (the inline fast path handles the rest), and the special-input paths of
+# floating-point division, reciprocal and square root. Blocks that call them are cold.
+COLD_CALLEE = re.compile(r"__cuda_sm\d+x?_(?:div|rem)_[su]64|slowpath")
+_LINE_INFO = re.compile(r"line (\d+)")
 
 _INSTR = re.compile(r"^\s*/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?P<pred>@!?U?P[T0-9]+\s+)?(?P<op>[A-Z][A-Z0-9_]*)"
                     r"(?P<mods>(?:\.[A-Za-z0-9_]+)*)(?P<rest>[^;]*);")
@@ -63,9 +83,12 @@ class Instruction:
     text: str
     predicated: bool
     target: str | None = None
+    line: int | None = None  # source line of the outermost frame (`nvdisasm -gi`), None without line info
 
     @property
     def pipe(self) -> str:
+        if self.opcode == "HFMA2" and ".MMA" in self.mods:
+            return "tensor"
         return PIPE_OF_OPCODE.get(self.opcode, "other")
 
     def mma_flops_per_warp(self) -> float:
@@ -74,7 +97,7 @@ class Instruction:
         HGMMA m64nNk16 is issued by the 4 warps of a warpgroup together: 2*64*N*K / 4 per warp.
         HMMA.16816 is one warp's 16x8x16 product: 2*16*8*16.
         """
-        if self.pipe != "tensor":
+        if self.opcode not in MMA_OPCODES:
             return 0.0
         shape = _MMA_SHAPE.search(self.mods)
         if shape and self.opcode.endswith("GMMA"):
@@ -99,13 +122,21 @@ def parse_sass(text: str) -> dict[str, Function]:
     functions: dict[str, Function] = {}
     current: Function | None = None
     pending_labels: list[str] = []
+    source_line: int | None = None
     for line in text.splitlines():
+        if line.lstrip().startswith("//##"):
+            # `-gi` prints the inlining chain one frame per comment, outermost last; the last
+            # `line N` of the last comment is the kernel's own line.
+            found = _LINE_INFO.findall(line)
+            source_line = int(found[-1]) if found else source_line
+            continue
         label = _LABEL.match(line.strip())
         if label and not line.strip().startswith("."):
             name = label.group("name")
             if not name.startswith(".text"):
                 current = functions.setdefault(name, Function(name, [], {}))
                 pending_labels = []
+                source_line = None
                 continue
         if label and line.strip().startswith(".L"):
             pending_labels.append(label.group("name"))
@@ -115,7 +146,7 @@ def parse_sass(text: str) -> dict[str, Function]:
             continue
         target = _TARGET.search(m.group("rest"))
         instr = Instruction(int(m.group("addr"), 16), m.group("op"), m.group("mods"), line.strip(),
-                            bool(m.group("pred")), target.group("label") if target else None)
+                            bool(m.group("pred")), target.group("label") if target else None, source_line)
         for name in pending_labels:
             current.labels[name] = len(current.instructions)
         pending_labels = []
@@ -182,7 +213,7 @@ def _reachable(cfg: CFG) -> set[int]:
     return seen
 
 
-def _dominators(cfg: CFG) -> list[set[int]]:
+def dominators(cfg: CFG) -> list[set[int]]:
     n = len(cfg.blocks)
     pred: dict[int, set[int]] = defaultdict(set)
     for a, bs in cfg.succ.items():
@@ -203,7 +234,7 @@ def _dominators(cfg: CFG) -> list[set[int]]:
 
 
 def _natural_loops(cfg: CFG, block_addrs: list[int]) -> list[Loop]:
-    dom = _dominators(cfg)
+    dom = dominators(cfg)
     pred: dict[int, set[int]] = defaultdict(set)
     for a, bs in cfg.succ.items():
         for b in bs:
@@ -290,7 +321,7 @@ def weigh(sass: str, kernel: str, loop_trips: list[float | None]) -> tuple[Weigh
     fn = functions[kernel]
     cfg = build_cfg(fn)
     notes: list[str] = []
-    sass_loops = [lp for lp in cfg.loops if not _is_spin_wait(fn, cfg, lp)]
+    sass_loops = [lp for lp in cfg.loops if not is_spin_wait(fn, cfg, lp)]
     spin = len(cfg.loops) - len(sass_loops)
     if spin:
         notes.append(f"{spin} spin-wait loop(s) counted once per entry")
@@ -325,7 +356,7 @@ def count_instructions(sass: str, kernel: str, loop_trips: list[float | None],
     unknown_shapes: set[str] = set()
     for ins, times in code.instructions():
         per_pipe[ins.pipe] += times
-        if ins.pipe == "tensor":
+        if ins.opcode in MMA_OPCODES:
             each = ins.mma_flops_per_warp()
             if not each:
                 unknown_shapes.add(ins.opcode)
@@ -362,7 +393,7 @@ def early_exit_counts(sass: str, kernel: str) -> dict[str, float] | None:
     return None
 
 
-def _is_spin_wait(fn: Function, cfg: CFG, loop: Loop) -> bool:
+def is_spin_wait(fn: Function, cfg: CFG, loop: Loop) -> bool:
     """A loop of one or two blocks that only polls a barrier (SYNCS ... TRYWAIT) and branches."""
     instrs = [fn.instructions[i] for b in loop.blocks for i in range(*cfg.blocks[b])]
     return len(instrs) <= 4 and any(i.opcode == "SYNCS" and "TRYWAIT" in i.mods for i in instrs)

@@ -1,45 +1,140 @@
-"""Trip counts of a kernel's loops, from its Triton IR evaluated on a launch's scalar arguments.
+"""A kernel's Triton IR as a tree of control regions, evaluated per CTA on a launch's arguments.
 
-Only scalar integer arithmetic is evaluated (`arith` constants, +, -, *, /, %, min/max, casts,
-compares, selects); anything that depends on a memory load or on an unknown value (a program id,
-unless one is given) makes the bound unknown. Loops are returned in textual order, which is the
-pre-order of the loop nest.
+The final TTGIR of the public kernel function is read as a tree of regions: the function, the
+bodies of `scf.for` / `scf.while` loops, the two sides of an `scf.if`, and the blocks that follow
+an early `return` (`cf.cond_br`). Each region keeps the source lines of its operations (the
+outermost frame of each location, so an inlined `tl.sum` counts at the kernel line that called it):
+that is how `ceilings.sass` maps SASS blocks, which carry the same lines, onto regions.
+
+Scalar integer arithmetic is evaluated for all CTAs of the grid at once, as numpy vectors indexed
+by CTA (`tt.get_program_id` and `tt.get_num_programs` come from the grid): `arith` constants,
++ - * / %, min/max, bit operations, casts, compares, selects, and a scalar `tt.load` from a tensor
+whose contents the launch carries (`TensorArg.values`, e.g. a routing table). So every `if` side
+and early-exit block gets, per CTA, whether it runs, and every loop its trip count per entry. A
+value is unknown (None) when it depends on memory the launch does not carry, on a loop-carried
+value or an induction variable, or on anything else not evaluated here (floats, tensors).
+
+Every global memory access (loads, stores, atomics, async and descriptor copies) is recorded with
+the pointer argument its address derives from and its elements per execution (masks are not
+evaluated), for the DRAM bytes of `ceilings.demand`.
+
+The body of a loop with known bounds and at most MAX_ITERATIONS trips (not nested in another such
+loop) is evaluated for every iteration at once (iterations x CTAs), so a condition on the induction
+variable (`if pid * ROWS + r < rows`) becomes the share of iterations it holds in, per CTA, and the
+bound of an inner loop its mean trip count: exact for the total work of each region, though nested
+conditions are combined as if independent.
+
+Grids of more than MAX_CTAS CTAs are evaluated on an evenly spaced sample, each sampled CTA
+standing for an equal share of the grid.
+
+The module is longer than most (about 500 lines) because reading the regions, resolving locations
+and evaluating values are one walk over the IR; split them and each would re-parse the text.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-_FUNC = re.compile(r"tt\.func\s+(?:public\s+)?@(?P<name>[\w$.]+)\((?P<args>.*)\)\s*(?:->.*)?attributes|"
-                   r"tt\.func\s+(?:public\s+)?@(?P<name2>[\w$.]+)\((?P<args2>.*)\)\s*\{")
+import numpy as np
+
+MAX_CTAS = 1 << 17
+MAX_ITERATIONS = 256        # loops up to this many trips are evaluated once per iteration...
+MAX_ITERATION_CELLS = 1 << 22  # ... while iterations x CTAs stays below this
+
 _ARG = re.compile(r"%(?P<name>[\w$.]+)\s*:\s*(?P<type>[^,()]+?)(?:\s+loc\(|,|$)")
-_DEF = re.compile(r"^\s*%(?P<res>[\w$.]+)(?::\d+)?\s*=\s*(?P<op>[\w.]+)\s*(?P<rest>.*)$")
-_VALUE = re.compile(r"%[\w$.]+")
-_FOR = re.compile(r"scf\.for\s+%[\w$.]+\s*=\s*(?P<lb>%[\w$.]+)\s+to\s+(?P<ub>%[\w$.]+)\s+step\s+(?P<step>%[\w$.]+)")
+_DEF = re.compile(r"^\s*%(?P<res>[\w$.]+)(?::\d+)?\s*=\s*(?P<op>[\w.\"]+)\s*(?P<rest>.*)$")
+_STMT = re.compile(r"^\s*(?P<op>[a-z_]+\.[\w.]+)\s*(?P<rest>.*)$")
+_VALUE = re.compile(r"%[\w$.#]+")
+_FOR = re.compile(r"scf\.for\s+%(?P<iv>[\w$.]+)\s*=\s*(?P<lb>%[\w$.#]+)\s+to\s+(?P<ub>%[\w$.#]+)\s+step\s+"
+                  r"(?P<step>%[\w$.#]+)")
+_ITER_ARGS = re.compile(r"%(?P<arg>[\w$.]+)\s*=\s*(?P<init>%[\w$.#]+)")
+_LOC_ALIAS = re.compile(r"^#(?P<name>loc\d*)\s*=\s*loc\((?P<body>.*)\)\s*$")
+_LOC_TAIL = re.compile(r"loc\((?P<body>#loc\d*|\".*)\)\s*$")
+_BLOCK_LABEL = re.compile(r"^\s*\^(?P<label>bb\d+)")
+_BRANCH_TARGET = re.compile(r"\^(bb\d+)")
+_ELEMENT_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+_MEMORY_OPS = {"tt.load": "load", "tt.store": "store", "tt.atomic_rmw": "atomic", "tt.atomic_cas": "atomic",
+               "ttg.async_copy_global_to_local": "load", "tt.descriptor_load": "load",
+               "tt.descriptor_store": "store", "ttng.async_tma_copy_global_to_local": "load",
+               "ttng.async_tma_copy_local_to_global": "store", "tt.descriptor_gather": "load"}
 
 
-def _c_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
+def _c_div(a, b):
+    q = np.abs(a) // np.abs(b)
+    return np.where((a >= 0) == (b > 0), q, -q)
 
 
 _BINARY = {
-    "arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "arith.muli": lambda a, b: a * b,
-    "arith.divsi": _c_div, "arith.divui": lambda a, b: a // b,
-    "arith.remsi": lambda a, b: a - _c_div(a, b) * b, "arith.remui": lambda a, b: a % b,
+    "arith.addi": np.add, "arith.subi": np.subtract, "arith.muli": np.multiply,
+    "arith.divsi": _c_div, "arith.divui": np.floor_divide,
+    "arith.remsi": lambda a, b: a - _c_div(a, b) * b, "arith.remui": np.remainder,
     "arith.ceildivsi": lambda a, b: -((-a) // b), "arith.ceildivui": lambda a, b: -((-a) // b),
-    "arith.floordivsi": lambda a, b: a // b,
-    "arith.maxsi": max, "arith.maxui": max, "arith.minsi": min, "arith.minui": min,
-    "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b, "arith.xori": lambda a, b: a ^ b,
-    "arith.shli": lambda a, b: a << b, "arith.shrsi": lambda a, b: a >> b, "arith.shrui": lambda a, b: a >> b,
+    "arith.floordivsi": np.floor_divide,
+    "arith.maxsi": np.maximum, "arith.maxui": np.maximum, "arith.minsi": np.minimum, "arith.minui": np.minimum,
+    "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,
+    "arith.shli": np.left_shift, "arith.shrsi": np.right_shift, "arith.shrui": np.right_shift,
 }
-_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "slt": lambda a, b: a < b,
-        "sle": lambda a, b: a <= b, "sgt": lambda a, b: a > b, "sge": lambda a, b: a >= b,
-        "ult": lambda a, b: a < b, "ule": lambda a, b: a <= b, "ugt": lambda a, b: a > b,
-        "uge": lambda a, b: a >= b}
+_DIVIDING = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi", "arith.ceildivui",
+             "arith.floordivsi"}
+_CMP = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
+        "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal}
+_LOGICAL = {"arith.andi": np.logical_and, "arith.ori": np.logical_or, "arith.xori": np.logical_xor}
 _CASTS = {"arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui"}
+
+
+@dataclass
+class Region:
+    index: int
+    kind: str                       # "function", "for", "while", "then", "else", "block"
+    parent: int | None
+    line: int | None = None         # source line of the statement that opens it (the loop, the if)
+    lines: Counter = field(default_factory=Counter)  # source line -> ops directly in this region
+    condition: np.ndarray | None = None  # then/else/block: share of its parent's runs it runs in, per CTA
+    trips: np.ndarray | None = None      # for: iterations per entry, per CTA (None: unknown)
+    if_op: int | None = None        # then/else: the scf.if both sides belong to
+
+
+@dataclass
+class Access:
+    """One global memory access of the IR: executed once per run of its region."""
+
+    region: int
+    kind: str                 # "load", "store", "atomic"
+    argument: str | None      # the pointer argument its address derives from (None: not traced)
+    elements: int             # elements per execution (masked lanes included)
+    element_bytes: int
+
+
+@dataclass
+class KernelIR:
+    arguments: list[str]
+    regions: list[Region]
+    accesses: list[Access]
+    ctas: int                 # CTAs of the grid (0 when evaluated without a grid)
+    evaluated: int            # CTAs evaluated: the length of per-CTA vectors
+    share: float              # CTAs of the grid each evaluated CTA stands for
+
+    def ancestors(self, index: int) -> list[Region]:
+        """The region and its enclosing regions, innermost first."""
+        out = []
+        current: int | None = index
+        while current is not None:
+            out.append(self.regions[current])
+            current = self.regions[current].parent
+        return out
+
+    def loops(self) -> list[Region]:
+        return [r for r in self.regions if r.kind in ("for", "while")]
+
+
+@dataclass(frozen=True)
+class _Pointer:
+    argument: str
+    offset: np.ndarray | None  # elements from the argument's data pointer
 
 
 def function_arguments(ir: str) -> list[str]:
@@ -51,63 +146,374 @@ def function_arguments(ir: str) -> list[str]:
     return []
 
 
-def loop_trip_counts(ir: str, scalars: Mapping[str, object], program_id: Mapping[str, int] | None = None
-                     ) -> list[int | None]:
-    """Trip count of every `scf.for` of the public kernel function, in textual order (None: unknown)."""
-    env: dict[str, int | bool | None] = {}
-    for name in function_arguments(ir):
-        value = scalars.get(name)
-        env[name] = value if isinstance(value, int | bool) else None
-    trips: list[int | None] = []
-    in_kernel = False
+def loop_trip_counts(ir: str, scalars: Mapping[str, object]) -> list[int | None]:
+    """Trip count of every loop of the public kernel function, in textual order (the pre-order of the
+    loop nest), evaluated on the scalars alone (None: unknown, e.g. a bound from a program id)."""
+    kernel = read_kernel_ir(ir, scalars)
+    return [None if r.trips is None else int(r.trips) for r in kernel.loops()]
+
+
+# ----------------------------------------------------------------------------------------------
+# Locations.
+# ----------------------------------------------------------------------------------------------
+def _location_aliases(ir: str) -> dict[str, str]:
+    aliases = {}
     for line in ir.splitlines():
-        if "tt.func" in line:
-            in_kernel = "public" in line
-            continue
-        if not in_kernel:
-            continue
-        loop = _FOR.search(line)
-        if loop:
-            lb, ub, step = (env.get(loop.group(k)[1:]) for k in ("lb", "ub", "step"))
-            ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (lb, ub, step)) and step
-            trips.append(max(0, math.ceil((ub - lb) / step)) if ok else None)
-            continue
-        m = _DEF.match(line)
+        m = _LOC_ALIAS.match(line.strip())
         if m:
-            env[m.group("res")] = _evaluate(m.group("op"), m.group("rest"), env, program_id)
-    return trips
+            aliases["#" + m.group("name")] = m.group("body")
+    return aliases
 
 
-def _evaluate(op: str, rest: str, env: Mapping[str, object], program_id: Mapping[str, int] | None):
+def _outer_line(body: str, aliases: Mapping[str, str], depth: int = 0) -> int | None:
+    """The source line of a location's outermost frame (the caller of inlined code)."""
+    body = body.strip()
+    if depth > 64 or not body or body == "unknown":
+        return None
+    if body.startswith("#loc"):
+        return _outer_line(aliases.get(body, ""), aliases, depth + 1)
+    if body.startswith("callsite("):
+        inner = body[len("callsite("):-1]
+        at = _split_top(inner, " at ")
+        return _outer_line(at[-1], aliases, depth + 1)
+    if body.startswith("fused"):
+        inside = body[body.index("[") + 1: body.rindex("]")]
+        return _outer_line(_split_top(inside, ",")[0], aliases, depth + 1)
+    if body.startswith('"'):
+        end = body.index('"', 1)
+        rest = body[end + 1:]
+        if rest.startswith("("):  # a named location: "name"(#loc3)
+            return _outer_line(rest[1:-1], aliases, depth + 1)
+        m = re.match(r":(\d+)", rest)
+        return int(m.group(1)) if m else None
+    return None
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """Split at `sep` outside parentheses, brackets and quotes."""
+    parts, level, start, i, quoted = [], 0, 0, 0, False
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and ch in "([":
+            level += 1
+        elif not quoted and ch in ")]":
+            level -= 1
+        elif not quoted and level == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            start = i = i + len(sep)
+            continue
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading and evaluating the IR.
+# ----------------------------------------------------------------------------------------------
+def _program_ids(grid: Sequence[int]) -> tuple[dict[str, np.ndarray], int, int, float]:
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    total = math.prod(grid)
+    if total <= MAX_CTAS:
+        index = np.arange(total, dtype=np.int64)
+    else:
+        index = np.unique(np.linspace(0, total - 1, MAX_CTAS).round().astype(np.int64))
+    gx, gy = grid[0], grid[1]
+    pids = {"x": index % gx, "y": (index // gx) % gy, "z": index // (gx * gy)}
+    return pids, total, len(index), total / max(len(index), 1)
+
+
+def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] | None = None,
+                   values: Mapping[str, Sequence[int]] | None = None) -> KernelIR:
+    """The public kernel function's regions and memory accesses, evaluated per CTA of `grid` (program
+    ids unknown without one) on the launch's integer `scalars` and the `values` of small tensors."""
+    aliases = _location_aliases(ir)
+    values = values or {}
+    if grid is not None:
+        pids, total, evaluated, share = _program_ids(grid)
+        num_programs = dict(zip("xyz", (tuple(grid) + (1, 1))[:3], strict=True))
+    else:
+        pids, total, evaluated, share, num_programs = {}, 0, 1, 1.0, {}
+    env: dict[str, object] = {}
+    arguments: list[str] = []
+    regions: list[Region] = []
+    accesses: list[Access] = []
+    base_of: dict[str, str] = {}  # SSA value -> the pointer argument it derives from
+    scopes: list[tuple[str, int]] = []  # (kind, region) per open brace
+    blocks: dict[str, int] = {}          # cf block label -> region
+    edges: list[tuple[int, str, object]] = []  # (from region, to label, condition or True)
+    current_block = 0
+    if_ops = 0
+    expanded: np.ndarray | None = None  # iterations x CTAs that run, of the loop whose iterations are evaluated
+    expanded_at = 0
+
+    def region_of_scope() -> int:
+        return scopes[-1][1] if scopes else 0
+
+    def new_region(kind: str, parent: int, line: int | None) -> int:
+        regions.append(Region(len(regions), kind, parent, line))
+        return len(regions) - 1
+
+    in_kernel = False
+    for text in ir.splitlines():
+        stripped = text.strip()
+        if not in_kernel:
+            if "tt.func" in stripped and "public" in stripped:
+                in_kernel = True
+                inside = stripped[stripped.index("(") + 1: stripped.rindex(")")]
+                for m in _ARG.finditer(inside):
+                    name, kind = m.group("name"), m.group("type")
+                    arguments.append(name)
+                    if "!tt.ptr" in kind or "tensordesc" in kind:
+                        env[name] = _Pointer(name, np.asarray(0, dtype=np.int64))
+                        base_of[name] = name
+                    else:
+                        value = scalars.get(name)
+                        ok = isinstance(value, int | bool) and value is not None
+                        env[name] = np.asarray(value, dtype=np.int64) if ok else None
+                new_region("function", None, None)
+                scopes.append(("function", 0))
+            continue
+        if not scopes:
+            break
+        loc = _LOC_TAIL.search(stripped)
+        line = _outer_line(loc.group("body"), aliases) if loc else None
+        if stripped.startswith("}"):
+            kind, closed = scopes.pop()
+            if not scopes:
+                break
+            if expanded is not None and len(scopes) < expanded_at:
+                expanded = None
+            if line is not None and kind in ("for", "while", "then", "else"):
+                _close_statement(regions, closed, line)
+            if stripped.startswith("} else {") and kind == "then":
+                then = regions[closed]
+                other = new_region("else", then.parent, then.line)
+                regions[other].if_op = then.if_op
+                cond = then.condition
+                regions[other].condition = None if cond is None else 1.0 - cond
+                scopes.append(("else", other))
+            elif stripped.startswith("} do {"):
+                scopes.append((kind, closed))
+            elif stripped.rstrip().endswith("{"):
+                scopes.append(("inline", region_of_scope()))
+            continue
+        label = _BLOCK_LABEL.match(stripped)
+        if label and scopes[-1][0] == "function":
+            current_block = new_region("block", 0, line)
+            blocks[label.group("label")] = current_block
+            scopes[-1] = ("function", current_block)
+            continue
+        here = region_of_scope()
+        if line is not None:
+            regions[here].lines[line] += 1
+        m = _DEF.match(text)
+        op, rest, result = (m.group("op"), m.group("rest"), m.group("res")) if m else (None, "", None)
+        if m is None:
+            s = _STMT.match(text)
+            op, rest = (s.group("op"), s.group("rest")) if s else (None, "")
+        if op is None:
+            continue
+        op = op.strip('"')
+        opens = stripped.endswith("{")
+        if op == "scf.for":
+            loop = _FOR.search(text)
+            body = new_region("for", here, line)
+            if loop:
+                lb, ub, step = (_get(env, loop.group(k)) for k in ("lb", "ub", "step"))
+                if all(isinstance(v, np.ndarray) for v in (lb, ub, step)) and np.all(step > 0):
+                    trips = np.maximum(0, -((lb - ub) // step))
+                    regions[body].trips = _per_cta(trips, expanded, evaluated)
+                    iterations = _iterations(lb, step, trips, evaluated) if expanded is None else None
+                    if iterations is not None:
+                        env[loop.group("iv")], expanded = iterations
+                        expanded_at = len(scopes) + 1
+                iters = text[text.find("iter_args(") + len("iter_args("):] if "iter_args(" in text else ""
+                for a in _ITER_ARGS.finditer(iters.split(")")[0]):
+                    if a.group("init")[1:] in base_of:
+                        base_of[a.group("arg")] = base_of[a.group("init")[1:]]
+            scopes.append(("for", body))
+            continue
+        if op == "scf.while":
+            scopes.append(("while", new_region("while", here, line)))
+            continue
+        if op == "scf.if":
+            cond = _get(env, _VALUE.search(rest).group(0)) if _VALUE.search(rest) else None
+            then = new_region("then", here, line)
+            regions[then].if_op = if_ops
+            if_ops += 1
+            known = isinstance(cond, np.ndarray)
+            regions[then].condition = _per_cta(cond.astype(float), expanded, evaluated) if known else None
+            scopes.append(("then", then))
+            continue
+        if op in ("cf.cond_br", "cf.br"):
+            targets = _BRANCH_TARGET.findall(rest)
+            if op == "cf.br" and targets:
+                edges.append((current_block, targets[0], True))
+            elif len(targets) == 2:
+                cond = _get(env, _VALUE.search(rest).group(0))
+                cond = cond.astype(bool) if isinstance(cond, np.ndarray) else None
+                edges.append((current_block, targets[0], cond))
+                edges.append((current_block, targets[1], None if cond is None else ~cond))
+            continue
+        if opens:
+            scopes.append(("inline", here))
+        if op in _MEMORY_OPS:
+            accesses.append(_access(op, rest, here, base_of))
+        if result is None:
+            continue
+        operands = [v[1:] for v in _VALUE.findall(rest.split(" : ")[0])]
+        traced = next((base_of[o] for o in operands if o in base_of), None)
+        if traced is not None and ("!tt.ptr" in rest or "tensordesc" in rest):
+            base_of[result] = traced
+        value = _evaluate(op, rest, env, pids, num_programs, values)
+        env[result] = np.asarray(value) if isinstance(value, np.generic) else value
+    _block_conditions(regions, blocks, edges)
+    return KernelIR(arguments, regions, accesses, total, evaluated, share)
+
+
+def _close_statement(regions: list[Region], closed: int, line: int) -> None:
+    """MLIR prints a structured op's location after its closing brace: the loop or `if` statement's
+    line belongs to the enclosing region (bound computation, guard) and, for a loop, to its body too
+    (the increment and the test run every iteration)."""
+    region = regions[closed]
+    sides = [r for r in regions if r.if_op is not None and r.if_op == region.if_op] if region.if_op is not None \
+        else [region]
+    for side in sides:
+        side.line = line
+    regions[region.parent].lines[line] += 1
+    if region.kind in ("for", "while"):
+        region.lines[line] += 1
+
+
+def _iterations(lb: np.ndarray, step: np.ndarray, trips: np.ndarray, evaluated: int):
+    """The induction variable of a loop over all its iterations (iterations x CTAs) and which of them
+    run, when the loop is short enough to evaluate its body once per iteration."""
+    most = int(trips.max()) if trips.size else 0
+    if lb.ndim > 1 or trips.ndim > 1 or not 0 < most <= MAX_ITERATIONS or most * evaluated > MAX_ITERATION_CELLS:
+        return None
+    j = np.arange(most, dtype=np.int64)[:, None]
+    return lb + step * j, j < trips
+
+
+def _per_cta(value: np.ndarray, expanded: np.ndarray | None, evaluated: int) -> np.ndarray:
+    """A value inside a loop whose iterations are evaluated, as its mean per CTA over the iterations
+    that run (the share of iterations a branch is taken in, the mean trip count of an inner loop)."""
+    if expanded is None or value.ndim < 2:
+        return value
+    v, runs = np.broadcast_arrays(value.astype(float), expanded)
+    count = runs.sum(axis=0)
+    mean = np.where(count > 0, (v * runs).sum(axis=0) / np.maximum(count, 1), 0.0)
+    return np.asarray(mean[0]) if mean.shape == (1,) and evaluated != 1 else mean
+
+
+def _get(env: Mapping[str, object], token: str):
+    return env.get(token[1:]) if token.startswith("%") else None
+
+
+def _block_conditions(regions: list[Region], blocks: Mapping[str, int], edges) -> None:
+    """A block after an early exit runs when some edge into it is taken from a block that runs."""
+    runs: dict[int, object] = {0: True}
+    for r in regions:
+        if r.kind == "block":
+            runs[r.index] = False
+    for source, label, cond in edges:  # blocks are listed in dominance order in Triton's IR
+        target = blocks.get(label)
+        if target is None:
+            continue
+        src = runs.get(source, True)
+        taken = None if src is None or cond is None else (src if cond is True else (cond & src))
+        before = runs.get(target, False)
+        runs[target] = None if taken is None or before is None else (taken if before is False else before | taken)
+    for r in regions:
+        if r.kind == "block":
+            value = runs.get(r.index)
+            r.condition = None if value is None else np.asarray(value, dtype=float)
+
+
+def _tensor_type(text: str) -> tuple[int, int]:
+    """(elements, bytes per element) of the first tensor, tensor descriptor or pointer type of an op."""
+    types = text.split(" : ", 1)[-1]
+    m = re.search(r"(?:tensor|tensordesc)<(?P<dims>(?:\d+x)*)(?:!tt\.ptr<)?(?P<elem>[a-zA-Z0-9]+)", types)
+    if m:
+        dims = [int(d) for d in m.group("dims").split("x") if d]
+        return math.prod(dims) if dims else 1, _element_bytes(m.group("elem"))
+    m = re.search(r"!tt\.ptr<(?P<elem>[a-zA-Z0-9]+)", types)
+    return 1, _element_bytes(m.group("elem") if m else "")
+
+
+def _element_bytes(name: str) -> int:
+    if name.startswith("f8") or name.startswith("F8"):
+        return 1
+    return _ELEMENT_BYTES.get(name, 4)
+
+
+def _access(op: str, rest: str, region: int, base_of: Mapping[str, str]) -> Access:
+    operands = [v[1:] for v in _VALUE.findall(rest.split(" : ")[0])]
+    argument = next((base_of[o] for o in operands if o in base_of), None)
+    elements, width = _tensor_type(rest)
+    return Access(region, _MEMORY_OPS[op], argument, elements, width)
+
+
+def _evaluate(op: str, rest: str, env: Mapping[str, object], pids, num_programs, values):
     body = rest.split(" loc(")[0]
     if op == "arith.constant":
         if "dense<" in body or "tensor<" in body:
             return None
         token = body.split(":")[0].strip()
         if token in ("true", "false"):
-            return token == "true"
+            return np.asarray(token == "true")
         try:
-            return int(token)
+            return np.asarray(int(token), dtype=np.int64)
         except ValueError:
             return None
     if op == "tt.get_program_id":
-        axis = body.split(":")[0].strip()
-        return None if program_id is None else program_id.get(axis)
+        return pids.get(body.split(":")[0].strip())
+    if op == "tt.get_num_programs":
+        axis = num_programs.get(body.split(":")[0].strip())
+        return None if axis is None else np.asarray(axis, dtype=np.int64)
+    if op == "tt.addptr":
+        operands = [env.get(v[1:]) for v in _VALUE.findall(body.split(" : ")[0])]
+        if len(operands) == 2 and isinstance(operands[0], _Pointer):
+            base, offset = operands
+            total = None if base.offset is None or not isinstance(offset, np.ndarray) else base.offset + offset
+            return _Pointer(base.argument, total)
+        return None
     if ":" in body and "tensor<" in body.split(":", 1)[1]:
         return None
-    operands = [env.get(v[1:]) for v in _VALUE.findall(body.split(":")[0])]
-    if any(o is None for o in operands):
+    if op == "tt.load":
+        return _load_scalar(body, env, values)
+    operands = [env.get(v[1:]) for v in _VALUE.findall(body.split(" : ")[0])]
+    if any(not isinstance(o, np.ndarray) for o in operands):
         return None
     if op in _BINARY and len(operands) == 2:
-        try:
-            return _BINARY[op](int(operands[0]), int(operands[1]))
-        except ZeroDivisionError:
+        a, b = operands
+        if a.dtype == bool and b.dtype == bool and op in _LOGICAL:
+            return _LOGICAL[op](a, b)
+        a, b = a.astype(np.int64), b.astype(np.int64)
+        if op in _DIVIDING and np.any(b == 0):
             return None
+        with np.errstate(all="ignore"):
+            return _BINARY[op](a, b)
     if op in _CASTS and len(operands) == 1:
-        return operands[0]
+        return operands[0].astype(np.int64) if operands[0].dtype == bool else operands[0]
     if op == "arith.cmpi" and len(operands) == 2:
         predicate = body.split(",")[0].strip()
         return _CMP[predicate](operands[0], operands[1]) if predicate in _CMP else None
     if op == "arith.select" and len(operands) == 3:
-        return operands[1] if operands[0] else operands[2]
+        return np.where(operands[0], operands[1], operands[2])
     return None
+
+
+def _load_scalar(body: str, env: Mapping[str, object], values: Mapping[str, Sequence[int]]):
+    """A scalar load from a tensor whose contents the launch carries, at offsets known per CTA."""
+    operands = _VALUE.findall(body.split(" : ")[0])
+    pointer = env.get(operands[0][1:]) if len(operands) == 1 else None
+    if not isinstance(pointer, _Pointer) or pointer.offset is None or pointer.argument not in values:
+        return None
+    contents = np.asarray(values[pointer.argument], dtype=np.int64)
+    offset = pointer.offset
+    if offset.size == 0 or np.any(offset < 0) or np.any(offset >= len(contents)):
+        return None
+    return contents[offset]

@@ -1,0 +1,371 @@
+"""SASS blocks placed on the IR's control regions, and how often each runs in each class of CTAs.
+
+`nvdisasm -gi` gives every SASS instruction the kernel source line it came from, and the TTGIR
+gives every op its line (`ceilings.ttir_eval`), so:
+
+1. Each SASS loop (a natural loop of the CFG, spin-waits left out), parents first, is matched to the
+   IR loop that most of its own instructions' lines belong to, among the loops nested in its SASS
+   parent's IR loop. A SASS loop with no such IR loop (a compiler-made loop) runs once per entry.
+2. Several sibling SASS loops matched to one IR loop are ptxas's unrolled main loop and its remainder:
+   the largest one runs T // u times and the smallest T % u times, u being the ratio of their sizes;
+   any other copy none. Weighting both by T counted the work of the loop u+1 times.
+3. Each block is placed on the region most of its instructions' lines belong to (the common enclosing
+   region when several hold a quarter of its votes: a block with unconditional instructions runs
+   unconditionally), among the regions its loops allow; a block without line information inherits
+   its immediate dominator's region.
+4. Blocks that call a ptxas slow-path subroutine (`__cuda_sm20_rem_s64`: a 64-bit remainder whose
+   operands exceed 32 bits; the special-input paths of division and square root) are cold: counted
+   in neither the floor nor the expected work.
+
+A block's count per CTA class is the product of its SASS loops' trips and of the conditions of the
+`if` sides and early-exit blocks around its region. Where the launch does not determine a value the
+floor takes the least work (an unknown trip count 0, an unknown condition false) and the expected
+work an estimate (a loop runs once, each side of an unknown `if` half the time, the code after an
+unknown early exit runs). Without line information (a listing from an older cache), SASS loops are
+matched to IR loops in pre-order and every block counts as unconditional, as before.
+
+Known limits: a loop that ptxas unrolls without a remainder (a constant trip count) is still weighted
+by the IR's trip count, so its body counts u times too often; copies of a loop body that ptxas peels
+out of its loops (straight-line remainder code) count once per entry on top of the trip count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ceilings.sass import (
+    CFG,
+    COLD_CALLEE,
+    MMA_OPCODES,
+    Function,
+    Instruction,
+    Loop,
+    build_cfg,
+    dominators,
+    is_spin_wait,
+    parse_sass,
+)
+from ceilings.ttir_eval import KernelIR
+
+PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma", "other")
+QUANTITIES = PIPES + ("tensor_flops", "global_bytes", "shared_bytes", "tma_loads")
+_GLOBAL = ("LDG", "STG", "REDG", "ATOMG", "RED", "ATOM")
+_VOTE_SHARE = 0.25
+_BODY_WORK = frozenset(("LDG", "STG", "LDS", "STS", "LDSM", "LDGSTS", "ATOMG", "REDG", "FFMA", "FADD", "FMUL",
+                        "HFMA2", "HADD2", "HMUL2", "MUFU", "DFMA", "DADD", "DMUL", "HMMA", "HGMMA", "IMMA", "QGMMA"))
+
+
+@dataclass
+class Placement:
+    fn: Function
+    cfg: CFG
+    block_region: list[int]
+    loops: list[Loop]                       # SASS loops that iterate (spin-waits left out)
+    loop_region: list[int | None]           # the IR loop each SASS loop runs (None: none)
+    loop_share: list[tuple[str, int]]       # ("all", 1), ("main", u), ("rest", u) or ("none", u)
+    cold: set[int]
+    table: np.ndarray                       # blocks x QUANTITIES, one execution by one warp
+    line_info: bool
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CTAClasses:
+    """CTAs grouped by the values that decide their work: per class, how many CTAs, and per region its
+    condition and trip count (float vectors over classes, NaN where unknown)."""
+
+    counts: np.ndarray
+    condition: dict[int, np.ndarray]
+    trips: dict[int, np.ndarray]
+
+
+def access_bytes(ins: Instruction) -> int:
+    """Bytes one warp moves with a load/store: 32 lanes x the access width (32 bits by default)."""
+    widths = [m for m in ins.mods.split(".") if m in ("8", "16", "32", "64", "128", "U8", "S8", "U16", "S16")]
+    bits = int(widths[-1].lstrip("US")) if widths else 32
+    return 32 * bits // 8
+
+
+def _quantities(ins: Instruction) -> dict[str, float]:
+    out: Counter = Counter()
+    if ins.pipe != "none":
+        out[ins.pipe if ins.pipe in PIPES else "other"] += 1
+    if ins.opcode in MMA_OPCODES:
+        out["tensor_flops"] += ins.mma_flops_per_warp()
+    if ins.opcode in _GLOBAL:
+        out["global_bytes"] += access_bytes(ins)
+    elif ins.opcode == "LDGSTS":  # global -> shared copy: counts on both sides
+        out["global_bytes"] += access_bytes(ins)
+        out["shared_bytes"] += access_bytes(ins)
+    elif ins.opcode in ("LDS", "STS"):
+        out["shared_bytes"] += access_bytes(ins)
+    elif ins.opcode in ("LDSM", "STSM"):  # 8x8 matrices of 16-bit values: 128 B each, .X4 = 4 of them
+        mods = ins.mods.upper()
+        out["shared_bytes"] += 128 * (4 if ".X4" in mods else 2 if ".X2" in mods else 1)
+    elif ins.opcode == "UTMALDG":
+        out["tma_loads"] += 1
+    return out
+
+
+def _table(fn: Function, cfg: CFG, functions: Mapping[str, Function], cold_callees: set[str]) -> np.ndarray:
+    table = np.zeros((len(cfg.blocks), len(QUANTITIES)))
+    column = {q: i for i, q in enumerate(QUANTITIES)}
+    for j, (s, e) in enumerate(cfg.blocks):
+        if j not in cfg.reachable:
+            continue
+        for ins in fn.instructions[s:e]:
+            body = [ins]
+            if ins.opcode == "CALL" and ins.target in functions and ins.target not in cold_callees:
+                body += functions[ins.target].instructions  # a subroutine's body, once per call
+            for one in body:
+                for q, v in _quantities(one).items():
+                    table[j, column[q]] += v
+    return table
+
+
+def place(sass: str, kernel: str, ir: KernelIR) -> Placement:
+    functions = parse_sass(sass)
+    if kernel not in functions:
+        raise ValueError(f"no function {kernel} in the SASS listing")
+    fn = functions[kernel]
+    cfg = build_cfg(fn)
+    loops = [lp for lp in cfg.loops if not is_spin_wait(fn, cfg, lp)]
+    notes = []
+    if len(loops) < len(cfg.loops):
+        notes.append(f"{len(cfg.loops) - len(loops)} spin-wait loop(s) counted once per entry")
+    cold_callees = {name for name in functions if COLD_CALLEE.search(name)}
+    cold = {j for j, (s, e) in enumerate(cfg.blocks)
+            if any(i.opcode == "CALL" and i.target in cold_callees for i in fn.instructions[s:e])}
+    if cold & cfg.reachable:
+        names = sorted({i.target for j in cold for i in fn.instructions[slice(*cfg.blocks[j])] if i.opcode == "CALL"})
+        notes.append(f"{len(cold & cfg.reachable)} block(s) calling the slow path {', '.join(names)} (taken only for "
+                     "operands past 32 bits or special values) not counted")
+    line_info = any(i.line is not None for i in fn.instructions)
+    if line_info:
+        loop_region = _match_loops(fn, cfg, loops, ir)
+        block_region = _place_blocks(fn, cfg, loops, loop_region, ir)
+    else:
+        ir_loops = [r.index for r in ir.loops()]
+        loop_region = [ir_loops[i] if i < len(ir_loops) else None for i in range(len(loops))]
+        block_region = [0] * len(cfg.blocks)
+        notes.append("SASS without line information: loops matched to the IR's in order, branches not evaluated")
+    unmatched = sum(1 for r in loop_region if r is None)
+    if unmatched:
+        notes.append(f"{unmatched} SASS loop(s) match no loop of the kernel's IR: counted once per entry")
+    share = _unroll_shares(fn, cfg, loops, loop_region, ir, notes)
+    return Placement(fn, cfg, block_region, loops, loop_region, share, cold,
+                     _table(fn, cfg, functions, cold_callees), line_info, notes)
+
+
+def _owners(ir: KernelIR) -> dict[int, list[int]]:
+    owners: dict[int, list[int]] = defaultdict(list)
+    for r in ir.regions:
+        for line in r.lines:
+            owners[line].append(r.index)
+    return owners
+
+
+def _chains(ir: KernelIR) -> dict[int, list[int]]:
+    return {r.index: [a.index for a in ir.ancestors(r.index)] for r in ir.regions}
+
+
+def _own_blocks(loop: Loop, loops: list[Loop]) -> set[int]:
+    inner = [c for c in loops if c is not loop and c.blocks < loop.blocks]
+    return loop.blocks - set().union(*(c.blocks for c in inner)) if inner else set(loop.blocks)
+
+
+def _parent(loop: Loop, loops: list[Loop]) -> Loop | None:
+    p = loop.parent
+    while p is not None and not any(p is lp for lp in loops):
+        p = p.parent
+    return p
+
+
+def _match_loops(fn: Function, cfg: CFG, loops: list[Loop], ir: KernelIR) -> list[int | None]:
+    owners, chains = _owners(ir), _chains(ir)
+    kinds = {r.index: r.kind for r in ir.regions}
+
+    def ir_loop(region: int) -> int | None:
+        return next((a for a in chains[region] if kinds[a] in ("for", "while")), None)
+
+    matched: list[int | None] = []
+    for loop in loops:  # pre-order: a parent is matched before its children
+        parent = _parent(loop, loops)
+        parent_ir = matched[next(i for i, lp in enumerate(loops) if lp is parent)] if parent is not None else None
+        votes: Counter = Counter()
+        for b in _own_blocks(loop, loops):
+            for ins in fn.instructions[slice(*cfg.blocks[b])]:
+                candidates = [ir_loop(r) for r in owners.get(ins.line, ())]
+                candidates = [c for c in candidates if c is not None and c != parent_ir
+                              and (parent_ir is None or parent_ir in chains[c])]
+                for c in candidates:
+                    votes[c] += 1 / len(candidates)
+        matched.append(max(votes, key=lambda c: (votes[c], len(chains[c]))) if votes else None)
+    return matched
+
+
+def _place_blocks(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[int | None],
+                  ir: KernelIR) -> list[int]:
+    owners, chains = _owners(ir), _chains(ir)
+    mapped = {r for r in loop_region if r is not None}
+    dom = dominators(cfg)
+    placed = [0] * len(cfg.blocks)
+    for b in sorted(cfg.reachable, key=lambda x: len(dom[x])):  # dominators first
+        around = [(len(lp.blocks), r) for lp, r in zip(loops, loop_region, strict=True) if b in lp.blocks]
+        active = {r for _, r in around if r is not None}
+        innermost = min((x for x in around if x[1] is not None), default=(0, None))[1]
+
+        def allowed(region: int, active=active, innermost=innermost) -> bool:
+            chain = chains[region]
+            return {a for a in chain if a in mapped} <= active and (innermost is None or innermost in chain)
+
+        votes: Counter = Counter()
+        for ins in fn.instructions[slice(*cfg.blocks[b])]:
+            candidates = [r for r in owners.get(ins.line, ()) if allowed(r)]
+            for r in candidates:
+                votes[r] += 1 / len(candidates)
+        if votes:
+            total = sum(votes.values())
+            strong = [r for r, v in votes.items() if v >= _VOTE_SHARE * total]
+            placed[b] = _common_region(strong, chains)
+        else:
+            idom = max((d for d in dom[b] if d != b), key=lambda d: len(dom[d]), default=None)
+            placed[b] = placed[idom] if idom is not None and allowed(placed[idom]) else (innermost or 0)
+    return placed
+
+
+def _common_region(regions: list[int], chains: Mapping[int, list[int]]) -> int:
+    common = chains[regions[0]]
+    for r in regions[1:]:
+        common = [a for a in common if a in chains[r]]
+    return common[0] if common else 0
+
+
+def _unroll_shares(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[int | None], ir: KernelIR,
+                   notes: list[str]) -> list[tuple[str, int]]:
+    shares: list[tuple[str, int]] = [("all", 1)] * len(loops)
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, (loop, region) in enumerate(zip(loops, loop_region, strict=True)):
+        if region is not None:
+            parent = _parent(loop, loops)
+            groups[(id(parent), region)].append(i)
+    for (_, region), members in groups.items():
+        if len(members) < 2:
+            continue
+        size = {i: sum(e - s for s, e in (cfg.blocks[b] for b in loops[i].blocks)) for i in members}
+        ordered = sorted(members, key=lambda i: -size[i])
+        main, rest = ordered[0], ordered[-1]
+        unroll = _unroll_factor(fn, cfg, loops[main], loops[rest])
+        shares[main], shares[rest] = ("main", unroll), ("rest", unroll)
+        for i in ordered[1:-1]:
+            shares[i] = ("none", unroll)
+        line = ir.regions[region].line
+        notes.append(f"loop at line {line}: unrolled {unroll}x with a remainder loop: the main loop counted "
+                     f"trips // {unroll} times, the remainder trips % {unroll}")
+    return shares
+
+
+def _unroll_factor(fn: Function, cfg: CFG, main: Loop, rest: Loop) -> int:
+    """Copies of the loop body in the main loop: the median ratio of the body's work instructions
+    (memory, floating point, MUFU, MMA) between the main and the remainder loop, whose loop control
+    (increment, test, branch) does not grow with unrolling."""
+
+    def work(loop: Loop) -> Counter:
+        return Counter(i.opcode for b in loop.blocks for i in fn.instructions[slice(*cfg.blocks[b])]
+                       if i.opcode in _BODY_WORK)
+
+    ours, theirs = work(main), work(rest)
+    ratios = sorted(ours[op] / theirs[op] for op in theirs if theirs[op])
+    if ratios:
+        return int(min(16, max(1, round(ratios[len(ratios) // 2]))))
+    sizes = [sum(e - s for s, e in (cfg.blocks[b] for b in lp.blocks)) for lp in (main, rest)]
+    return int(min(16, max(1, round(sizes[0] / max(sizes[1], 1)))))
+
+
+# ----------------------------------------------------------------------------------------------
+# CTA classes and per-class counts.
+# ----------------------------------------------------------------------------------------------
+def cta_classes(ir: KernelIR) -> CTAClasses:
+    columns: list[tuple[str, int, np.ndarray]] = []
+    scalars: list[tuple[str, int, float]] = []
+    for r in ir.regions:
+        for kind, value in (("condition", r.condition), ("trips", r.trips)):
+            if value is None:
+                continue
+            if value.ndim == 0 or len(value) != ir.evaluated:
+                scalars.append((kind, r.index, float(np.ravel(value)[0])))
+            else:
+                columns.append((kind, r.index, value.astype(float)))
+    if columns:
+        matrix = np.stack([c for _, _, c in columns], axis=1)
+        rows, counts = np.unique(matrix, axis=0, return_counts=True)
+    else:
+        rows, counts = np.zeros((1, 0)), np.asarray([ir.evaluated])
+    out = CTAClasses(counts.astype(float) * ir.share, {}, {})
+    n = len(counts)
+    for r in ir.regions:
+        out.condition[r.index] = np.full(n, np.nan)
+        out.trips[r.index] = np.full(n, np.nan)
+    for kind, region, value in scalars:
+        getattr(out, kind)[region][:] = value
+    for j, (kind, region, _) in enumerate(columns):
+        getattr(out, kind)[region][:] = rows[:, j]
+    return out
+
+
+def condition_factor(ir: KernelIR, region: int, classes: CTAClasses, floor: bool) -> np.ndarray:
+    """The product of the conditions of the `if` sides and early-exit blocks around a region, per class
+    (loops left out: their trips come from the SASS loops or `region_runs`)."""
+    factor = np.ones(len(classes.counts))
+    for a in ir.ancestors(region):
+        if a.kind not in ("then", "else", "block"):
+            continue
+        known = classes.condition[a.index]
+        guess = 0.0 if floor else (0.5 if a.kind in ("then", "else") else 1.0)
+        factor = factor * np.where(np.isnan(known), guess, known)
+    return factor
+
+
+def trip_factor(trips: np.ndarray, share: tuple[str, int], floor: bool) -> np.ndarray:
+    kind, unroll = share
+    if kind == "none":
+        return np.zeros_like(trips)
+    known = {"all": trips, "main": np.floor(trips / unroll), "rest": np.mod(trips, unroll)}[kind]
+    guess = 0.0 if floor else (1.0 if kind in ("all", "main") else 0.0)
+    return np.where(np.isnan(trips), guess, known)
+
+
+def block_weights(p: Placement, ir: KernelIR, classes: CTAClasses, floor: bool) -> np.ndarray:
+    """Executions of each block by one warp of a CTA of each class: blocks x classes."""
+    n = len(classes.counts)
+    weights = np.zeros((len(p.cfg.blocks), n))
+    loop_factors = [np.ones(n) if region is None else trip_factor(classes.trips[region], share, floor)
+                    for region, share in zip(p.loop_region, p.loop_share, strict=True)]
+    region_factor = {r.index: condition_factor(ir, r.index, classes, floor) for r in ir.regions}
+    for b in p.cfg.reachable:
+        if b in p.cold:
+            continue
+        w = region_factor[p.block_region[b]].copy()
+        for loop, factor in zip(p.loops, loop_factors, strict=True):
+            if b in loop.blocks:
+                w = w * factor
+        weights[b] = w
+    return weights
+
+
+def class_quantities(p: Placement, ir: KernelIR, classes: CTAClasses, floor: bool) -> np.ndarray:
+    """QUANTITIES of one warp of one CTA of each class: classes x QUANTITIES."""
+    return block_weights(p, ir, classes, floor).T @ p.table
+
+
+def region_runs(ir: KernelIR, region: int, classes: CTAClasses, floor: bool) -> np.ndarray:
+    """How often a region runs in a CTA of each class, by the IR's own loop trip counts."""
+    runs = condition_factor(ir, region, classes, floor)
+    for a in ir.ancestors(region):
+        if a.kind in ("for", "while"):
+            runs = runs * trip_factor(classes.trips[a.index], ("all", 1), floor)
+    return runs

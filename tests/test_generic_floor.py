@@ -1,0 +1,190 @@
+"""The generic path's floor and expected work on small kernels whose counts are known by construction
+(tests/fixtures/floor_kernels.py), compiled for sm_90 without a GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ceilings import hardware
+from ceilings.compile import compile_launch
+from ceilings.demand import generic_demand
+from ceilings.errors import AdvisorError
+from ceilings.launch import Config, Launch, TensorArg
+from ceilings.roofline import Demand, busiest_sm_work, roofline
+from ceilings.sass import count_instructions, parse_sass
+from ceilings.ttir_eval import loop_trip_counts
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = str(Path(__file__).resolve().parent / "fixtures" / "floor_kernels.py")
+BLOCK = 1024
+WARPS = 4
+
+
+def launch(kernel, grid, shape, scalars, extra=(), block=BLOCK):
+    tensors = (TensorArg.contiguous("x_ptr", shape, "float32"), TensorArg.contiguous("y_ptr", shape, "float32"))
+    return Launch(KERNELS, kernel, grid, tensors + tuple(extra), scalars, {}, Config({"BLOCK": block}, WARPS, 1))
+
+
+def total(demand):
+    return sum(demand.instructions(p) for p in ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma"))
+
+
+def row_bytes(cols=BLOCK):
+    return cols * 4 * 2  # one fp32 row read and written
+
+
+# --- early exits, branches on scalars, data-dependent bounds ---------------------------------------
+def test_ctas_past_the_bound_exit_and_a_false_branch_is_not_counted():
+    d = generic_demand(launch("guarded_rows", (1100,), (1000, BLOCK), {"n_rows": 1000, "n_cols": BLOCK,
+                                                                        "use_exp": 0}))
+    assert d.ctas == 1100 and d.active_ctas == 1000
+    assert d.l2_bytes == 1000 * row_bytes()           # the 100 CTAs past the bound move nothing
+    assert d.instructions("xu") == 0                    # exp2 is behind `use_exp > 0`, false here
+    assert d.expected.active_ctas == 1000 and d.expected.instructions("xu") == 0
+    assert any("runs in 1000 of 1100 CTAs" in n for n in d.notes)
+    taken = generic_demand(launch("guarded_rows", (1100,), (1000, BLOCK), {"n_rows": 1000, "n_cols": BLOCK,
+                                                                            "use_exp": 3}))
+    assert taken.instructions("xu") == 1000 * BLOCK / 32  # one MUFU.EX2 per element, 32 lanes a warp
+
+
+def test_a_bound_read_from_memory_uses_the_carried_values_or_floors_to_no_work():
+    count = TensorArg("count_ptr", (1,), "int32", (1,), values=(700,))
+    d = generic_demand(launch("counted_rows", (1024,), (1024, BLOCK), {"n_cols": BLOCK}, [count]))
+    assert d.active_ctas == 700 and d.instructions("xu") == 700 * BLOCK / 32
+    unknown = TensorArg("count_ptr", (1,), "int32", (1,))
+    d = generic_demand(launch("counted_rows", (1024,), (1024, BLOCK), {"n_cols": BLOCK}, [unknown]))
+    assert d.active_ctas == 0 and d.instructions("xu") == 0          # every CTA may exit
+    assert d.expected.active_ctas == 1024 and d.expected.instructions("xu") == 1024 * BLOCK / 32
+    assert any("early exit" in n and "not determined by the launch" in n for n in d.notes)
+
+
+# --- loops ----------------------------------------------------------------------------------------
+def test_a_grid_stride_loop_gets_its_trip_count_per_cta():
+    d = generic_demand(launch("strided_rows", (132,), (1000, BLOCK), {"n_rows": 1000, "n_cols": BLOCK}))
+    assert d.l2_bytes == 1000 * row_bytes() and d.instructions("xu") == 1000 * BLOCK / 32
+    assert sorted(n for n, _ in d.cta_classes) == [56, 76]   # 1000 = 76 CTAs x 8 rows + 56 x 7
+    # The busiest SM runs a CTA of 8 rows: 8 rows of MUFU.EX2.
+    assert d.busiest_sm_work("xu", 132) == 8 * BLOCK / 32
+    assert any("trip count from program ids, 7 to 8" in n for n in d.notes)
+    # Without a grid the bound is unknown, as the old evaluation had it.
+    ttgir = compile_launch(launch("strided_rows", (132,), (1000, BLOCK), {"n_rows": 1000, "n_cols": BLOCK})).ttgir
+    assert loop_trip_counts(ttgir, {"n_rows": 1000, "n_cols": BLOCK}) == [None]
+
+
+@pytest.mark.parametrize("cols", [1000, 1003])
+def test_an_unrolled_loop_and_its_remainder_count_the_trips_once(cols):
+    one = launch("scalar_sum", (1,), (1, cols), {"n_cols": cols})
+    d = generic_demand(one)
+    # One scalar load per iteration and warp, plus the store: the main loop is unrolled 4x, with a
+    # remainder loop and a few copies of the body peeled out of the loops (counted once per entry).
+    loads = d.instructions("lsu") / WARPS - 1
+    assert cols <= loads <= cols + 4
+    assert any("unrolled 4x with a remainder loop" in n for n in d.notes)
+    # Weighting the unrolled main loop by the full trip count counted each load about 4 times.
+    old = count_instructions(compile_launch(one).sass, "scalar_sum", [cols])
+    assert old.per_pipe["lsu"] >= 3.9 * cols
+
+
+def test_the_64_bit_remainder_slow_path_is_not_counted():
+    one = launch("wide_remainder", (4,), (4, BLOCK), {"n_cols": 1000})
+    compiled = compile_launch(one)
+    functions = parse_sass(compiled.sass)
+    slow = next(name for name in functions if "rem_s64" in name)
+    d = generic_demand(one, compiled)
+    # Straight-line code: the old count took each of the 8 calls (8 elements per thread) with the
+    # subroutine's body; the floor and the expected work take none of them.
+    old = count_instructions(compiled.sass, "wide_remainder", [])
+    body = len([i for i in functions[slow].instructions if i.pipe not in ("none",)])
+    old_total = sum(old.per_pipe.values()) * WARPS * 4
+    assert old_total - total(d) >= 8 * body * WARPS * 4
+    assert total(d) == total(d.expected)
+    assert any(slow in n and "not counted" in n for n in d.notes)
+
+
+# --- bytes ------------------------------------------------------------------------------------------
+def test_dram_bytes_of_a_kernel_touching_half_its_tensors():
+    d = generic_demand(launch("guarded_rows", (500,), (1000, BLOCK), {"n_rows": 1000, "n_cols": BLOCK,
+                                                                       "use_exp": 0}))
+    assert d.dram_bytes == 500 * row_bytes()          # half of x read, half of y written
+    footprint = 2 * 1000 * BLOCK * 4
+    assert d.dram_bytes == footprint / 2
+
+
+def test_warm_l2_is_assumed_only_when_the_working_set_fits():
+    rates = hardware.rates_for("h100", use_calibration=False)
+    # The softmax tutorial's case: 4096 x 4096 fp32 read and written by a persistent grid: 128 MiB.
+    big = generic_demand(launch("strided_rows", (132,), (4096, 4096), {"n_rows": 4096, "n_cols": 4096},
+                                block=4096))
+    assert big.dram_bytes == 2 * 4096 * 4096 * 4
+    c = roofline(big, rates)
+    assert c.pipelines["dram"] == pytest.approx(big.dram_bytes / (rates.dram_tbs * 1e12) * 1e6)
+    assert c.binding == "dram" and not any("warm L2" in n for n in c.notes)
+    small = roofline(generic_demand(launch("strided_rows", (132,), (256, 4096), {"n_rows": 256, "n_cols": 4096},
+                                           block=4096)), rates)
+    assert small.pipelines["dram"] == 0.0 and any("warm L2: the 8.4 MB working set" in n for n in small.notes)
+
+
+# --- the busiest SM over CTA classes -----------------------------------------------------------------
+def test_busiest_sm_work_is_a_lower_bound_over_any_assignment():
+    assert busiest_sm_work([(5, 3.0)], 2) == 9.0                  # ceil(5 / 2) CTAs of 3
+    assert busiest_sm_work([(1, 2.0), (2, 1.0)], 2) == 2.0         # {2} and {1, 1}
+    assert busiest_sm_work([(1, 10.0), (3, 1.0)], 2) == 10.0       # the largest CTA alone
+    assert busiest_sm_work([(3, 4.0), (1, 1.0)], 2) == 8.0         # two of the three 4s share an SM
+    uniform = Demand("k", ctas=10, active_ctas=10, warps_per_cta=4, instructions_per_cta={"fma": 7.0})
+    assert uniform.busiest_sm_work("fma", 4) == 3 * 7.0
+
+
+# --- opcode -> pipeline -------------------------------------------------------------------------------
+def test_pipelines_follow_nsight_computes_units():
+    listing = """
+k:
+.text.k:
+        /*0000*/                   HFMA2.MMA R0, -RZ, RZ, 0, 0 ;
+        /*0010*/                   HFMA2 R1, R2, R3, R4 ;
+        /*0020*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0030*/                   LEA R2, P0, R3, R4, 0x2 ;
+        /*0040*/                   ULDC UR4, c[0x0][0x0] ;
+        /*0050*/                   IMAD.MOV.U32 R5, RZ, RZ, R6 ;
+        /*0060*/                   EXIT ;
+"""
+    pipes = [i.pipe for i in parse_sass(listing)["k"].instructions]
+    assert pipes == ["tensor", "fma", "adu", "alu", "uniform", "fma", "cbu"]
+    counts = count_instructions(listing, "k", [])
+    assert counts.tensor_flops == 0 and counts.per_pipe["tensor"] == 1  # HFMA2.MMA does no MMA work
+
+
+# --- launch values and the CLI --------------------------------------------------------------------------
+def test_tensor_values_round_trip_and_are_checked():
+    t = TensorArg("ids", (3,), "int32", (1,), values=(4, 0, 2))
+    assert TensorArg("ids", (3,), "int32", (1,), values=[4, 0, 2]) == t
+    doc = launch("counted_rows", (8,), (8, BLOCK), {"n_cols": BLOCK}, [t]).to_dict()
+    assert doc["tensors"][-1]["values"] == [4, 0, 2] and "values" not in doc["tensors"][0]
+    assert Launch.from_dict(doc).tensor("ids").values == (4, 0, 2)
+    with pytest.raises(AdvisorError, match="integer tensors only"):
+        TensorArg("w", (2,), "float32", (1,), values=(1, 2))
+    with pytest.raises(AdvisorError, match="exceed 65536 bytes"):
+        TensorArg("ids", (20000,), "int32", (1,), values=tuple(range(20000)))
+
+
+def test_ceiling_cli_detail(tmp_path):
+    one = launch("guarded_rows", (1100,), (1000, BLOCK), {"n_rows": 1000, "n_cols": BLOCK, "use_exp": 0})
+    path = tmp_path / "launch.json"
+    path.write_text(one.to_json())
+    r = subprocess.run([sys.executable, "-m", "advisor.cli", "ceiling", str(path), "--format", "json", "--detail"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    detail = doc["detail"]
+    assert {"registers", "spill_bytes_per_thread", "shared_bytes_per_cta", "floor", "expected", "notes"} <= set(detail)
+    floor = detail["floor"]
+    assert floor["working_ctas"] == 1000 and floor["ctas"] == 1100 and floor["instructions"]["xu"] == 0
+    assert floor["bytes"]["l2"] == 1000 * row_bytes() and floor["bytes"]["dram"] == 1000 * row_bytes()
+    assert {"tensor", "fma", "alu", "xu", "lsu", "uniform", "adu", "cbu"} <= set(floor["instructions"])
+    plain = subprocess.run([sys.executable, "-m", "advisor.cli", "ceiling", str(path), "--format", "json"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert "detail" not in json.loads(plain.stdout)
