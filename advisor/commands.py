@@ -63,6 +63,7 @@ def cmd_configs(args) -> int:
     shape = preset.shape(args.tp)
     device = gpu_device_name(args.gpu)
     file_name = config_file_name(shape.num_experts, shape.config_file_n, device)
+    _check_gpu_name(device, [Path(args.config_dir)] if args.config_dir else [], file_name)
     rows = []
     for m in args.tokens or ENGINE_M_KEYS:
         config, source = get_config(m, shape.num_experts, shape.config_file_n, shape.top_k, device, args.config_dir)
@@ -87,6 +88,26 @@ def cmd_configs(args) -> int:
                       "tuned file" if r["tuned"] else "default rule")
     Console().print(table)
     return 0
+
+
+def _check_gpu_name(device: str, folders: list, file_name: str) -> None:
+    """A GPU the advisor models, or one with a tuned file (an engine user's GPU the advisor has no
+    numbers for); anything else is a typo, not a GPU to fall back to the default rule on."""
+    from ceilings.hardware import get_spec
+    from kernels.moe_configs import SHIPPED_DIR
+
+    try:
+        get_spec(device)
+    except AdvisorError as exc:
+        if not any((Path(folder) / file_name).exists() for folder in [*folders, SHIPPED_DIR]):
+            raise AdvisorError(f"--gpu {device!r}: {exc} and no tuned file {file_name} exists") from None
+
+
+def _check_min_speedup(value: float) -> None:
+    import math
+
+    if not math.isfinite(value) or value < 1.0:
+        raise AdvisorError(f"--min-speedup {value}: give a finite factor of at least 1.0, e.g. 1.05")
 
 
 def _source_caption(row: dict, file_name: str) -> str:
@@ -133,8 +154,9 @@ def _ceilings(args):
 
     config = ceil.parse_config(args.config) if args.config else None
     if ceil.is_shipped_moe(args.target):
-        if not args.preset or not args.tokens:
-            raise AdvisorError(f"{args.target} is the fused-MoE kernel: give --preset and --tokens "
+        missing = [opt for opt, value in (("--preset", args.preset), ("--tokens", args.tokens)) if value is None]
+        if missing:
+            raise AdvisorError(f"{args.target} is the fused-MoE kernel: give {' and '.join(missing)} "
                                "(e.g. --preset mixtral-8x7b --tokens 256)")
         results = [ceil.moe_ceiling(args.preset, args.tokens, args.tp, args.gemm, args.gpu, config,
                                     not args.no_calibration, compile_kernel=args.compile)]
@@ -201,6 +223,12 @@ def _advices(args):
 
     if args.top_k < 1:
         raise AdvisorError(f"--top-k {args.top_k}: keep at least one suggestion")
+    if args.measure < 0:
+        raise AdvisorError(f"--measure {args.measure}: give how many configs to time (1 or more), or leave it out")
+    if args.config_dir and not Path(args.config_dir).is_dir():
+        raise AdvisorError(f"--config-dir {args.config_dir} is not a folder; give the folder that holds (or will "
+                           "hold) the E=..,N=..,device_name=...json files")
+    _check_min_speedup(args.min_speedup)
     subjects = subjects_for(args.target, preset=args.preset, tp=args.tp, tokens=args.tokens, shapes=args.shape,
                             trace=args.trace, kernel=args.kernel, gpu=gpu_device_name(args.gpu) if args.gpu else None,
                             config_dir=args.config_dir)
@@ -210,8 +238,6 @@ def _advices(args):
 def cmd_suggest(args) -> int:
     from advisor.advice import report
 
-    if args.min_speedup < 1.0:
-        raise AdvisorError(f"--min-speedup {args.min_speedup}: give a factor of at least 1.0, e.g. 1.05")
     advices = _advices(args)
     if args.format == "json":
         print(report.to_json(advices, args.min_speedup))
@@ -223,7 +249,7 @@ def cmd_suggest(args) -> int:
         print(report.to_sarif(advices, args.min_speedup))
     else:
         report.render_text(advices, args.min_speedup)
-    return 1 if any(report.gains(a, args.min_speedup) for a in advices) else 0
+    return 1 if any(report.is_finding(a, args.min_speedup) for a in advices) else 0
 
 
 def cmd_apply(args) -> int:

@@ -71,7 +71,7 @@ def parse_config_text(text: str, where: str = "config file") -> ConfigTable:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AdvisorError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno}); fix or regenerate "
+        raise AdvisorError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno}); fix or regenerate "
                            "the file") from None
     if not isinstance(obj, dict):
         raise AdvisorError(f"{where}: top level must be an object of token count -> config")

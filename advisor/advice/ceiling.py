@@ -16,6 +16,7 @@ from ceilings.errors import AdvisorError
 from ceilings.hardware import rates_for
 from ceilings.launch import Config, Launch
 from ceilings.roofline import Ceiling, roofline
+from ceilings.validate import require_runnable
 
 _LABEL = re.compile(r"^M(\d+)\s+N(\d+)\s+K(\d+)\s+G(\d+)\s+w(\d+)\s+s(\d+)$")
 
@@ -45,6 +46,7 @@ def moe_ceiling(preset: str, tokens: int, tp: int = 1, gemm: int = 1, gpu: str =
                 compile_kernel: bool = False) -> Ceiling:
     """The exact ceiling of the shipped fused-MoE GEMM for a preset, token count and config."""
     from ceilings.hardware import get_spec
+    from kernels import fused_moe as fm
     from kernels.moe_bench import MoEGemmSpec, describe_launch
     from kernels.moe_configs import get_config
     from kernels.moe_demand import moe_gemm_demand
@@ -59,6 +61,8 @@ def moe_ceiling(preset: str, tokens: int, tp: int = 1, gemm: int = 1, gpu: str =
     e, top_k, k, n = shape.gemm1() if gemm == 1 else shape.gemm2()
     spec = MoEGemmSpec(e, top_k, k, n, tokens, gemm=gemm, dtype=shape.dtype)
     config = config or get_config(tokens, e, shape.config_file_n, top_k, spec_gpu.name)[0]
+    what = f"fused_moe_kernel M={tokens}"
+    require_runnable(config, spec_gpu, lambda c: fm.resource_precheck(c, spec_gpu.smem_per_block), what)
     shared = registers = None
     if compile_kernel:
         from ceilings.compile import compile_launch
@@ -66,7 +70,9 @@ def moe_ceiling(preset: str, tokens: int, tp: int = 1, gemm: int = 1, gpu: str =
         compiled = compile_launch(describe_launch(spec, config, spec_gpu.arch), spec_gpu.arch)
         shared, registers = compiled.shared_bytes, compiled.registers
     demand = moe_gemm_demand(spec, config, spec_gpu.arch, counts, shared, registers)
-    return roofline(demand, rates_for(spec_gpu.name, use_calibration=calibrated), config.to_dict())
+    ceiling = roofline(demand, rates_for(spec_gpu.name, use_calibration=calibrated), config.to_dict())
+    require_runnable(config, spec_gpu, None, what, ceiling)
+    return ceiling
 
 
 def _shipped_shape_kernels() -> dict[Path, tuple]:
@@ -109,8 +115,14 @@ def shape_ceiling(target: str | Path, shape: str | None, gpu: str = "h100", conf
     if missing:
         raise AdvisorError(f"--config for {Path(target).name} needs {', '.join(missing)}")
     spec = get_spec(gpu)
+    from advisor.advice.search import ShapeSubject
+
+    what = f"{Path(target).name} --shape {shape}"
+    require_runnable(config, spec, ShapeSubject(target, shape, spec.name, config, calibrated).precheck, what)
     demand = demand_of(*dims, config, "bfloat16", spec.arch)
-    return roofline(demand, rates_for(spec.name, use_calibration=calibrated), config.to_dict())
+    ceiling = roofline(demand, rates_for(spec.name, use_calibration=calibrated), config.to_dict())
+    require_runnable(config, spec, None, what, ceiling)
+    return ceiling
 
 
 def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True, kernel_file: str | None = None,
@@ -120,36 +132,32 @@ def launch_ceilings(path: str | Path, gpu: str = "h100", calibrated: bool = True
     `kernel_file` and `kernel` replace the launches' source and kernel name (a launch written for
     one kernel applied to another file's kernel with the same arguments).
     """
+    from advisor.advice.search import _element_bytes, tile_precheck
+    from advisor.capture.trace import read_trace
+    from ceilings.compile import load_kernel
     from ceilings.demand import generic_demand
     from ceilings.hardware import get_spec
 
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise AdvisorError(f"launch file {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise AdvisorError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    entries = data if isinstance(data, list) else data.get("launches", [data]) if isinstance(data, dict) else None
-    if not entries:
-        raise AdvisorError(f"{path}: expected a launch object, a list of them, or {{\"launches\": [...]}}")
+    # The one reader of launch files and traces (the same checks as `advisor suggest`); it resolves
+    # relative sources against the file's folder.
+    trace = read_trace(path)
+    if not trace.launches:
+        raise AdvisorError(f"{path}: no launches in it; give a launch object, a list of them, or a trace")
     spec = get_spec(gpu)
     rates = rates_for(spec.name, use_calibration=calibrated)
     out = []
-    for i, entry in enumerate(entries):
-        launch = Launch.from_dict(entry, f"{path}: launch {i}")
-        source = Path(launch.source)
+    for i, launch in enumerate(trace.launches):
         if kernel_file:
             launch = launch.with_source(str(Path(kernel_file).resolve()))
-        elif not source.is_absolute():
-            launch = launch.with_source(str((path.parent / source).resolve()))
         if kernel:
             launch = Launch(launch.source, kernel, launch.grid, launch.tensors, launch.scalars, launch.constexprs,
                             launch.config)
-        from ceilings.compile import load_kernel
-
         load_kernel(launch.source, launch.kernel)  # a clear error for a missing, broken or kernel-less file
-        out.append(roofline(generic_demand(launch, arch=spec.arch), rates, launch.config.to_dict()))
+        what = f"{path}: launch {i} ({launch.kernel})"
+        require_runnable(launch.config, spec, lambda c, ln=launch: tile_precheck(c, spec, _element_bytes(ln)), what)
+        ceiling = roofline(generic_demand(launch, arch=spec.arch), rates, launch.config.to_dict())
+        require_runnable(launch.config, spec, None, what, ceiling)
+        out.append(ceiling)
     return out
 
 

@@ -119,8 +119,9 @@ def moe_layer(preset: str, tokens: int, tp: int = 1, gpu: str = "h100", config: 
 # ------------------------------------------------------------------------------------------ targets
 
 def engine_file_subjects(path: str | Path, preset: str | None = None, gpu: str | None = None,
-                         calibrated: bool = True) -> list[Subject]:
-    """One subject per M entry of a serving-engine fused-MoE config file."""
+                         calibrated: bool = True, tokens: Sequence[int] | None = None) -> list[Subject]:
+    """One subject per M entry of a serving-engine fused-MoE config file (with `tokens`, the entries of
+    those keys only)."""
     from ceilings.hardware import get_spec
     from kernels.moe_configs import read_config_file
     from kernels.moe_presets import PRESETS, TP_SIZES, get_preset
@@ -152,10 +153,20 @@ def engine_file_subjects(path: str | Path, preset: str | None = None, gpu: str |
             raise AdvisorError(f"{path.name}: E={e}, N={n} fits {', '.join(f'{a} TP{b}' for a, b in matches)}; "
                                "choose one with --preset")
     name, tp = matches[0]
+    entries = sorted(table.configs.items())
+    if tokens:
+        missing = [m for m in tokens if m not in table.configs]
+        if missing:
+            raise AdvisorError(f"{path.name} has no entry for --tokens {','.join(map(str, missing))}; its entries "
+                               f"are {','.join(str(m) for m, _ in entries)}")
+        entries = [(m, c) for m, c in entries if m in tokens]
     out = []
-    for tokens, config in sorted(table.configs.items()):
-        loc = Location(str(path), engine_key_line(path, tokens), f'entry "{tokens}"')
-        out.append(moe_layer(name, tokens, tp, spec.name, config, loc, calibrated=calibrated))
+    for m, config in entries:
+        if m < 1:  # the engines look configs up for M >= 1 tokens; a layer of 0 tokens has no time
+            raise AdvisorError(f'{path.name}: entry "{m}" is not a token count the engines look up (M >= 1); '
+                               "remove that entry")
+        loc = Location(str(path), engine_key_line(path, m), f'entry "{m}"')
+        out.append(moe_layer(name, m, tp, spec.name, config, loc, calibrated=calibrated))
     return out
 
 
@@ -225,11 +236,18 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
     path = Path(target)
     if not path.exists():
         raise AdvisorError(f"{target} does not exist; give a kernel file, a launch trace or an engine config file")
+    if path.is_dir():
+        raise AdvisorError(f"{target} is a folder; give a kernel file, a launch trace or an engine config file")
+    engine_file = path.suffix == ".json" and _ENGINE_FILE.match(path.name) and not trace
+    if tokens and (trace or (path.suffix == ".json" and not engine_file)):
+        raise AdvisorError(f"--tokens selects token counts of the fused-MoE kernel or entries of an engine config "
+                           f"file; {target} {'with --trace ' if trace else ''}has launches of fixed shapes: drop "
+                           "--tokens (use --kernel to pick launches)")
     if trace:
         return trace_subjects(trace, gpu, str(path), kernel, calibrated)
     if path.suffix == ".json":
-        if _ENGINE_FILE.match(path.name):
-            return engine_file_subjects(path, preset, gpu, calibrated)
+        if engine_file:
+            return engine_file_subjects(path, preset, gpu, calibrated, tokens)
         return trace_subjects(path, gpu, None, kernel, calibrated)
     if path.suffix != ".py":
         raise AdvisorError(f"{target}: expected a .py kernel file or a .json trace / engine config file")
@@ -239,6 +257,8 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
         return [moe_layer(preset, m, tp, gpu or "h100", config_dir=config_dir, calibrated=calibrated)
                 for m in (tokens or DEFAULT_TOKENS)]
     if is_shipped_shape_kernel(path):
+        if tokens:
+            raise AdvisorError(f"{target} takes --shape, not --tokens (see `advisor ceiling --help`)")
         if not shapes:
             raise AdvisorError(f"{target}: give one or more --shape values (see `advisor ceiling --help`)")
         return [ShapeSubject(path, s, gpu or "h100", calibrated=calibrated) for s in shapes]
@@ -302,6 +322,7 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
 def _check_file_gpu(path: Path, entries: dict[int, Config]) -> None:
     """An engine file is read on the GPU its name gives: every config written into it must fit that GPU."""
     from ceilings.hardware import get_spec
+    from ceilings.validate import config_problem
     from kernels.fused_moe import resource_precheck
 
     m = _ENGINE_FILE.match(path.name)
@@ -309,7 +330,7 @@ def _check_file_gpu(path: Path, entries: dict[int, Config]) -> None:
         return
     spec = get_spec(m.group(3))
     for tokens, config in sorted(entries.items()):
-        why = resource_precheck(config, spec.smem_per_block)
+        why = config_problem(config, spec, lambda c, s=spec: resource_precheck(c, s.smem_per_block))
         if why:
             raise AdvisorError(f"{path.name}: {config.label()} for M={tokens} does not fit {spec.name}, the GPU the "
                                f"file is for ({why}); advise for that GPU (--gpu) instead")
@@ -317,7 +338,9 @@ def _check_file_gpu(path: Path, entries: dict[int, Config]) -> None:
 
 def check_fit(advices: Sequence[Advice]) -> None:
     """Refuse configs that cannot run on the target GPU (the subject's analytic precheck)."""
+    from ceilings.validate import config_problem
+
     for a in advices:
-        why = a.subject.precheck(a.best.config)
+        why = config_problem(a.best.config, a.subject.spec, a.subject.precheck)
         if why:
             raise AdvisorError(f"{a.subject.label}: {a.best.config.label()} does not fit {a.subject.spec.name}: {why}")
