@@ -225,6 +225,12 @@ def _advices(args):
         raise AdvisorError(f"--top-k {args.top_k}: keep at least one suggestion")
     if args.measure < 0:
         raise AdvisorError(f"--measure {args.measure}: give how many configs to time (1 or more), or leave it out")
+    if args.measure:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise AdvisorError(f"--measure {args.measure} times configs on a GPU and torch sees none; run it on a "
+                               "CUDA machine, or drop --measure for predictions")
     if args.config_dir and not Path(args.config_dir).is_dir():
         raise AdvisorError(f"--config-dir {args.config_dir} is not a folder; give the folder that holds (or will "
                            "hold) the E=..,N=..,device_name=...json files")

@@ -101,7 +101,7 @@ def load_module(path: str | os.PathLike):
         # Compile needs the real JIT functions, also in a process that runs kernels interpreted.
         with contextlib.redirect_stdout(io.StringIO()), _env(TRITON_INTERPRET="0"):
             spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a file that calls sys.exit() at import is a broken kernel file too
         del sys.modules[name]
         raise AdvisorError(f"importing {path} failed: {exc.__class__.__name__}: {exc}".splitlines()[0]) from None
     return module
