@@ -78,7 +78,7 @@ def parse_config_text(text: str, where: str = "config file") -> ConfigTable:
     configs: dict[int, Config] = {}
     extras: dict[str, Any] = {}
     for key, value in obj.items():
-        if key.isdigit():
+        if key.isascii() and key.isdigit():  # not str.isdigit alone: '²' is a digit int() refuses
             configs[int(key)] = Config.from_engine_entry(value, f"{where}: entry {key!r}")
         elif isinstance(value, dict):
             raise AdvisorError(f"{where}: key {key!r} is not a token count; keys must be integers like \"64\"")

@@ -176,6 +176,7 @@ def trace_subjects(path: str | Path, gpu: str | None = None, kernel_file: str | 
     (autotune list, CONFIG_SPACE) or the neighbours of the recorded config."""
     from advisor.advice.search import LaunchSubject, declared_space
     from advisor.capture.trace import read_trace
+    from ceilings.compile import load_kernel
 
     trace = read_trace(path)
     out = []
@@ -184,6 +185,7 @@ def trace_subjects(path: str | Path, gpu: str | None = None, kernel_file: str | 
             launch = launch.with_source(str(Path(kernel_file).resolve()))
         if kernel and launch.kernel != kernel:
             continue
+        load_kernel(launch.source, launch.kernel)  # a missing, unreadable or broken kernel file, reported first
         shipped = shipped_shape_subject(launch, gpu or trace.gpu or "h100", calibrated)
         if shipped is not None:  # a launch of a shipped shape kernel: its exact demand and whole space
             out.append(shipped)
