@@ -334,6 +334,9 @@ def cmd_calibrate(args) -> int:
     if args.sweep and not args.tune:
         raise AdvisorError("--sweep goes with --tune (fine-tune the latency model from those sweeps)")
     if args.tune and args.sweep:
+        from advisor.model.predict import require_xgboost
+
+        require_xgboost("`advisor calibrate --tune`")
         folder = tune_model(args.sweep, gpu_device_name(args.gpu) if args.gpu else None,
                             Path(args.out) / "model" if args.out else None)
         print(f"tuned model -> {folder}", file=sys.stderr)
@@ -344,8 +347,11 @@ def cmd_calibrate(args) -> int:
         try:
             import xgboost  # noqa: F401
         except ImportError:
-            raise AdvisorError("fine-tuning needs XGBoost, which is not installed here; the sweep is kept: run "
-                               f"`advisor calibrate --tune --sweep {' '.join(map(str, sweeps))}` where it is") from None
+            from advisor.model.predict import INSTALL_XGBOOST
+
+            raise AdvisorError(f"fine-tuning needs XGBoost, which is not installed here ({INSTALL_XGBOOST}); the "
+                               f"sweep is kept: run `advisor calibrate --tune --sweep {' '.join(map(str, sweeps))}` "
+                               "where it is") from None
         folder = tune_model(sweeps, calibration.gpu, Path(args.out) / "model" if args.out else None)
         print(f"tuned model -> {folder}", file=sys.stderr)
     print(json.dumps(calibration.values, indent=2))
@@ -367,7 +373,9 @@ def cmd_train(args) -> int:
     import glob
 
     from advisor.model.dataset import load_sweeps
-    from advisor.model.predict import MODEL_DIR, train
+    from advisor.model.predict import MODEL_DIR, require_xgboost, train
+
+    require_xgboost("`advisor train`")
 
     # Default: every sweep of the current kernels (files of the previous MoE kernel version say kernel_v1;
     # the ncu files are instruction counts, not timings).

@@ -331,3 +331,58 @@ def test_shipped_file_copy_unchanged_by_suggest(tmp_path, capsys):
     before = path.read_bytes()
     run(["suggest", path, "--gpu", "l4", "--tokens", "1", *FAST], capsys)
     assert path.read_bytes() == before
+
+
+# ------------------------------------------------------------------------- what the fuzz suite found
+
+def test_non_ascii_digit_key_is_a_user_error(tmp_path, capsys):
+    path = tmp_path / H100_NAME
+    path.write_text(json.dumps({"²": entry()}))
+    user_error(["suggest", path], capsys, path.name, "'²'")
+
+
+def test_list_valued_scalar_in_a_launch_is_a_user_error(tmp_path, capsys):
+    launch = json.loads((FIXTURES / "matmul_launch.json").read_text())
+    launch["source"] = str(FIXTURES / "matmul_kernel.py")
+    launch["scalars"]["M"] = [2048]
+    path = tmp_path / "launch.json"
+    path.write_text(json.dumps(launch))
+    user_error(["ceiling", path], capsys, "M=[2048]")
+
+
+@pytest.mark.parametrize("source", ["0", "not_there.py"])
+def test_trace_of_a_missing_kernel_file_is_a_user_error(source, tmp_path, capsys):
+    launch = json.loads((FIXTURES / "matmul_launch.json").read_text())
+    launch["source"] = source
+    path = tmp_path / "launch.json"
+    path.write_text(json.dumps(launch))
+    user_error(["suggest", path, *FAST], capsys, source)
+
+
+def test_utf16_kernel_file_is_a_user_error(tmp_path, capsys):
+    path = tmp_path / "k16.py"
+    path.write_bytes((FIXTURES / "matmul_kernel.py").read_text().encode("utf-16"))
+    user_error(["suggest", path, "--trace", FIXTURES / "matmul_launch.json", *FAST], capsys, str(path))
+
+
+# ------------------------------------------------------------------------------- XGBoost is optional
+
+@pytest.mark.parametrize("args", [["train", "--data", "benchmarks/data/none.csv"],
+                                  ["calibrate", "--tune", "--sweep", "benchmarks/data/none.csv"]])
+def test_training_without_xgboost_says_how_to_install_it(args, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "xgboost", None)  # `import xgboost` raises ImportError
+    user_error(args, capsys, "needs XGBoost", "pip install 'triton-advisor[train]'")
+
+
+def test_predicting_needs_no_xgboost(monkeypatch, capsys):
+    import sys
+
+    from advisor.model import predict
+
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    monkeypatch.setattr(predict, "_LOADED", {})
+    code, out, _ = run(["predict", "kernels/fused_moe.py", "--preset", "mixtral-8x7b", "--tokens", "64", "--format",
+                        "json"], capsys)
+    assert code == 0 and json.loads(out)["predicted_us"] > 0
