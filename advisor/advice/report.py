@@ -114,7 +114,6 @@ def to_sarif(advices: Sequence[Advice], min_speedup: float) -> str:
         else:
             result = {"ruleId": _SPEEDUP, "level": "warning", "message": {"text": message(a)},
                       "properties": {**props, "speedup": round(a.speedup, 4)}}
-        result["ruleIndex"] = list(RULES).index(result["ruleId"])
         loc = a.subject.location
         if loc:
             result["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": _rel(loc.path)},
