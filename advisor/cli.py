@@ -1,8 +1,10 @@
 """The `advisor` command line: the argument parser and the dispatch (the commands are in
 `advisor.commands`).
 
-Exit codes: 0 done, 2 a user error (printed as one line on stderr). Data goes to stdout,
-progress and diagnostics to stderr.
+Exit codes: 0 done; 1 findings (`suggest`: a launch gains more than --min-speedup or its config cannot
+run on the GPU; `apply --verify`: rolled back); 2 a user error, printed as one line on stderr, also a
+bad argument and a config that cannot run given to `ceiling`/`predict` (it has no ceiling). Data goes
+to stdout, progress and diagnostics to stderr.
 """
 
 from __future__ import annotations
@@ -13,6 +15,15 @@ from collections.abc import Sequence
 
 from advisor import commands
 from ceilings.errors import AdvisorError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (`advisor: error: ...` and where to look), as every other
+    user error is reported; exit status 2."""
+
+    def error(self, message: str):
+        print(f"advisor: error: {' '.join(message.split())} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _tokens(text: str) -> list[int]:
@@ -33,7 +44,7 @@ def _preset_args(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from advisor import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="advisor", description="Ceilings, measurements and config advice for Triton kernels. "
         "The shipped target is a fused Mixture-of-Experts kernel (kernels/fused_moe.py). "
         "`advisor tui FILE` (or `advisor FILE`) opens the interactive TUI on a kernel file.")
@@ -204,7 +215,10 @@ COMMANDS = {name: getattr(commands, f"cmd_{name}") for name in (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version (0) or a bad argument (2, reported by _Parser.error)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return COMMANDS[args.command](args)
     except AdvisorError as exc:

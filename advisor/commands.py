@@ -63,6 +63,7 @@ def cmd_configs(args) -> int:
     shape = preset.shape(args.tp)
     device = gpu_device_name(args.gpu)
     file_name = config_file_name(shape.num_experts, shape.config_file_n, device)
+    _check_gpu_name(device, [Path(args.config_dir)] if args.config_dir else [], file_name)
     rows = []
     for m in args.tokens or ENGINE_M_KEYS:
         config, source = get_config(m, shape.num_experts, shape.config_file_n, shape.top_k, device, args.config_dir)
@@ -87,6 +88,26 @@ def cmd_configs(args) -> int:
                       "tuned file" if r["tuned"] else "default rule")
     Console().print(table)
     return 0
+
+
+def _check_gpu_name(device: str, folders: list, file_name: str) -> None:
+    """A GPU the advisor models, or one with a tuned file (an engine user's GPU the advisor has no
+    numbers for); anything else is a typo, not a GPU to fall back to the default rule on."""
+    from ceilings.hardware import get_spec
+    from kernels.moe_configs import SHIPPED_DIR
+
+    try:
+        get_spec(device)
+    except AdvisorError as exc:
+        if not any((Path(folder) / file_name).exists() for folder in [*folders, SHIPPED_DIR]):
+            raise AdvisorError(f"--gpu {device!r}: {exc} and no tuned file {file_name} exists") from None
+
+
+def _check_min_speedup(value: float) -> None:
+    import math
+
+    if not math.isfinite(value) or value < 1.0:
+        raise AdvisorError(f"--min-speedup {value}: give a finite factor of at least 1.0, e.g. 1.05")
 
 
 def _source_caption(row: dict, file_name: str) -> str:
@@ -139,8 +160,9 @@ def _ceilings(args):
     family = family_of_file(args.target) if args.target.endswith(".py") else None
     config = ceil.parse_config(args.config, family) if args.config else None
     if family is not None and moe.is_layer_kernel(args.target):
-        if not args.preset or not args.tokens:
-            raise AdvisorError(f"{args.target} is the fused-MoE kernel: give --preset and --tokens "
+        missing = [opt for opt, value in (("--preset", args.preset), ("--tokens", args.tokens)) if value is None]
+        if missing:
+            raise AdvisorError(f"{args.target} is the fused-MoE kernel: give {' and '.join(missing)} "
                                "(e.g. --preset mixtral-8x7b --tokens 256)")
         results = [moe.gemm_ceiling(args.preset, args.tokens, args.tp, args.gemm, gpu, config,
                                     compile_kernel=args.compile)]
@@ -211,6 +233,18 @@ def _advices(args):
 
     if args.top_k < 1:
         raise AdvisorError(f"--top-k {args.top_k}: keep at least one suggestion")
+    if args.measure < 0:
+        raise AdvisorError(f"--measure {args.measure}: give how many configs to time (1 or more), or leave it out")
+    if args.measure:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise AdvisorError(f"--measure {args.measure} times configs on a GPU and torch sees none; run it on a "
+                               "CUDA machine, or drop --measure for predictions")
+    if args.config_dir and not Path(args.config_dir).is_dir():
+        raise AdvisorError(f"--config-dir {args.config_dir} is not a folder; give the folder that holds (or will "
+                           "hold) the E=..,N=..,device_name=...json files")
+    _check_min_speedup(args.min_speedup)
     gpu = resolve_gpu(gpu_device_name(args.gpu)) if args.gpu else None  # else the target's own GPU (or h100)
     subjects = subjects_for(args.target, preset=args.preset, tp=args.tp, tokens=args.tokens, shapes=args.shape,
                             trace=args.trace, kernel=args.kernel, gpu=gpu, config_dir=args.config_dir,
@@ -221,8 +255,6 @@ def _advices(args):
 def cmd_suggest(args) -> int:
     from advisor.advice import report
 
-    if args.min_speedup < 1.0:
-        raise AdvisorError(f"--min-speedup {args.min_speedup}: give a factor of at least 1.0, e.g. 1.05")
     advices = _advices(args)
     if args.format == "json":
         print(report.to_json(advices, args.min_speedup))
@@ -234,7 +266,7 @@ def cmd_suggest(args) -> int:
         print(report.to_sarif(advices, args.min_speedup))
     else:
         report.render_text(advices, args.min_speedup)
-    return 1 if any(report.gains(a, args.min_speedup) for a in advices) else 0
+    return 1 if any(report.is_finding(a, args.min_speedup) for a in advices) else 0
 
 
 def cmd_apply(args) -> int:
@@ -324,6 +356,9 @@ def cmd_calibrate(args) -> int:
     if args.sweep and not args.tune:
         raise AdvisorError("--sweep goes with --tune (fine-tune the latency model from those sweeps)")
     if args.tune and args.sweep:
+        from advisor.model.predict import require_xgboost
+
+        require_xgboost("`advisor calibrate --tune`")
         folder = tune_model(args.sweep, gpu_device_name(args.gpu) if args.gpu else None,
                             Path(args.out) / "model" if args.out else None)
         print(f"tuned model -> {folder}", file=sys.stderr)
@@ -334,8 +369,11 @@ def cmd_calibrate(args) -> int:
         try:
             import xgboost  # noqa: F401
         except ImportError:
-            raise AdvisorError("fine-tuning needs XGBoost, which is not installed here; the sweep is kept: run "
-                               f"`advisor calibrate --tune --sweep {' '.join(map(str, sweeps))}` where it is") from None
+            from advisor.model.predict import INSTALL_XGBOOST
+
+            raise AdvisorError(f"fine-tuning needs XGBoost, which is not installed here ({INSTALL_XGBOOST}); the "
+                               f"sweep is kept: run `advisor calibrate --tune --sweep {' '.join(map(str, sweeps))}` "
+                               "where it is") from None
         folder = tune_model(sweeps, calibration.gpu, Path(args.out) / "model" if args.out else None)
         print(f"tuned model -> {folder}", file=sys.stderr)
     print(json.dumps(calibration.values, indent=2))
@@ -357,7 +395,9 @@ def cmd_train(args) -> int:
     import glob
 
     from advisor.model.dataset import load_sweeps
-    from advisor.model.predict import MODEL_DIR, train
+    from advisor.model.predict import MODEL_DIR, require_xgboost, train
+
+    require_xgboost("`advisor train`")
 
     # Default: every sweep of the current kernels (files of the previous MoE kernel version say kernel_v1;
     # the ncu files are instruction counts, not timings).

@@ -114,7 +114,7 @@ def load_module(path: str | os.PathLike, gpu: str | None = None):
     try:
         with contextlib.redirect_stdout(io.StringIO()), _env(TRITON_INTERPRET="0"):
             module.__advisor_skipped__ = standin.execute(source, str(path), vars(module), spec)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a file that calls sys.exit() at import is a broken kernel file too
         del sys.modules[name]
         raise AdvisorError(f"opening {path} failed: {exc.__class__.__name__}: {exc}".splitlines()[0]) from None
     finally:
@@ -311,8 +311,12 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
     backend = make_backend(target)
     args, kwargs = launch_arguments(fn, launch)
     kwargs.update(num_warps=launch.config.num_warps, num_stages=launch.config.num_stages)
-    with _quiet_knob_warnings():
-        options, signature, constexprs, attrs = _binder_and_pack(fn, backend, args, kwargs)
+    try:
+        with _quiet_knob_warnings():
+            options, signature, constexprs, attrs = _binder_and_pack(fn, backend, args, kwargs)
+    except (TypeError, ValueError, KeyError) as exc:  # Triton's binder refusing an argument of the launch
+        raise AdvisorError(f"{launch.kernel}: the launch's arguments do not bind to the kernel's parameters "
+                           f"({exc.__class__.__name__}: {' '.join(str(exc).split())[:200]}); fix the launch") from None
     key_text = json.dumps([fn.cache_key, signature, sorted((str(k), str(v)) for k, v in constexprs.items()),
                            sorted((str(k), str(v)) for k, v in attrs.items()), sorted(options.__dict__.items(),
                                                                                       key=lambda kv: kv[0]),

@@ -246,6 +246,16 @@ def _frozen_items(mapping: Mapping[str, Scalar] | Iterable[tuple[str, Scalar]]) 
     return tuple((str(k), v) for k, v in items)
 
 
+def _scalar_items(mapping: Any, what: str) -> tuple[tuple[str, Scalar], ...]:
+    """A launch's scalar arguments or constexprs as read from JSON: numbers, bools, strings or null."""
+    if not isinstance(mapping, Mapping):
+        raise AdvisorError(f"{what} must be an object of name -> value, got {type(mapping).__name__}")
+    for name, value in mapping.items():
+        if value is not None and not isinstance(value, int | float | bool | str):
+            raise AdvisorError(f"{what} {name}={value!r}: a scalar argument is a number, bool, string or null")
+    return _frozen_items(mapping)
+
+
 @dataclass(frozen=True)
 class Launch:
     """One launch of a Triton kernel: where the kernel lives, its grid, its arguments and its config.
@@ -323,8 +333,8 @@ class Launch:
                 kernel=str(data["kernel"]),
                 grid=tuple(data["grid"]),
                 tensors=tensors,
-                scalars=_frozen_items(data.get("scalars", {})),
-                constexprs=_frozen_items(data.get("constexprs", {})),
+                scalars=_scalar_items(data.get("scalars", {}), "scalars"),
+                constexprs=_scalar_items(data.get("constexprs", {}), "constexprs"),
                 config=Config.from_dict(data.get("config", {}), f"{where}: config"),
             )
         except AdvisorError as exc:

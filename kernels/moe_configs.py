@@ -71,14 +71,14 @@ def parse_config_text(text: str, where: str = "config file") -> ConfigTable:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AdvisorError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno}); fix or regenerate "
+        raise AdvisorError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno}); fix or regenerate "
                            "the file") from None
     if not isinstance(obj, dict):
         raise AdvisorError(f"{where}: top level must be an object of token count -> config")
     configs: dict[int, Config] = {}
     extras: dict[str, Any] = {}
     for key, value in obj.items():
-        if key.isdigit():
+        if key.isascii() and key.isdigit():  # not str.isdigit alone: '²' is a digit int() refuses
             configs[int(key)] = Config.from_engine_entry(value, f"{where}: entry {key!r}")
         elif isinstance(value, dict):
             raise AdvisorError(f"{where}: key {key!r} is not a token count; keys must be integers like \"64\"")

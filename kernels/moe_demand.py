@@ -82,8 +82,8 @@ def moe_gemm_demand(spec: MoEGemmSpec, config: Config, arch: int = 90, counts: S
     # the real pairs' rows are read, once per N block; C is written once.
     l2 = (active * bn * k_padded + spec.pairs * n_blocks * k_padded + spec.pairs * spec.n) * size
     dram = size * (routed * spec.n * spec.k + rows * spec.k + spec.pairs * spec.n) + 4 * (spec.pairs + em // bm)
-    notes = [] if counts is not None else ["padding from the expected routing (uniform top-k); pass counts "
-                                           "for the exact figure"]
+    notes = [] if counts is not None else ["tile padding from the expected routing (uniform random top-k); a "
+                                           "real routing's per-expert token counts may pad more or less"]
     return Demand(kernel="fused_moe_kernel", ctas=fm.gemm_grid(em, spec.n, config)[0],
                   active_ctas=math.ceil(active), warps_per_cta=warps,
                   tensor_flops_per_cta=2.0 * bm * bn * k_padded, tensor_dtype=_TL[spec.dtype],

@@ -225,7 +225,7 @@ def plan_engine_json(path: str | os.PathLike, entries: Mapping[int, Config],
         try:
             obj = json.loads(text, object_pairs_hook=_no_duplicate_keys(where))
         except json.JSONDecodeError as exc:
-            raise AdvisorError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno}); fix or regenerate "
+            raise AdvisorError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno}); fix or regenerate "
                                "the file") from None
         if not isinstance(obj, dict):
             raise AdvisorError(f"{where}: top level must be an object of token count -> config")

@@ -17,6 +17,7 @@ from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU
 from ceilings.launch import Config, Launch
 from ceilings.roofline import Ceiling, roofline
+from ceilings.validate import require_runnable
 from kernels.family import Family
 
 
@@ -71,50 +72,55 @@ def family_ceiling(target: str | Path, shape: str | None, gpu: GPU, config: Conf
     missing = [p for p in default.params if p not in config.params]
     if missing:
         raise AdvisorError(f"--config for {Path(target).name} needs {', '.join(missing)}")
+    what = f"{Path(target).name} --shape {shape}"
+    require_runnable(config, gpu.spec, lambda c: family.precheck(c, gpu.spec, dims), what)
     shared = registers = None
     if compile_kernel and family.describe_launch is not None:
         from ceilings.compile import compile_launch
 
         compiled = compile_launch(family.describe_launch(dims, config, gpu.arch), gpu.arch)
         shared, registers = compiled.shared_bytes, compiled.registers
-    return roofline(family.demand(dims, config, gpu.arch, shared, registers), gpu.rates, config.to_dict())
+    ceiling = roofline(family.demand(dims, config, gpu.arch, shared, registers), gpu.rates, config.to_dict())
+    require_runnable(config, gpu.spec, None, what, ceiling)
+    return ceiling
 
 
 def launch_ceilings(path: str | Path, gpu: GPU, kernel_file: str | None = None,
                     kernel: str | None = None) -> list[Ceiling]:
-    """Generic ceilings for the launches of a launch JSON file (an object or a list of them).
+    """Generic ceilings for the launches of a launch JSON file (an object or a list of them, or a trace).
 
     `kernel_file` and `kernel` replace the launches' source and kernel name (a launch written for
     one kernel applied to another file's kernel with the same arguments).
     """
-    from ceilings.demand import generic_demand
+    from advisor.capture.trace import read_trace
 
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise AdvisorError(f"launch file {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise AdvisorError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    entries = data if isinstance(data, list) else data.get("launches", [data]) if isinstance(data, dict) else None
-    if not entries:
-        raise AdvisorError(f"{path}: expected a launch object, a list of them, or {{\"launches\": [...]}}")
-    out = []
-    for i, entry in enumerate(entries):
-        launch = Launch.from_dict(entry, f"{path}: launch {i}")
-        source = Path(launch.source)
+    # The one reader of launch files and traces (the same checks as `advisor suggest`); it resolves
+    # relative sources against the file's folder.
+    trace = read_trace(path)
+    if not trace.launches:
+        raise AdvisorError(f"{path}: no launches in it; give a launch object, a list of them, or a trace")
+    launches = []
+    for launch in trace.launches:
         if kernel_file:
             launch = launch.with_source(str(Path(kernel_file).resolve()))
-        elif not source.is_absolute():
-            launch = launch.with_source(str((path.parent / source).resolve()))
         if kernel:
             launch = Launch(launch.source, kernel, launch.grid, launch.tensors, launch.scalars, launch.constexprs,
                             launch.config)
-        from ceilings.compile import load_kernel
+        launches.append(launch)
+    return [_generic_ceiling(launch, gpu, f"{path}: launch {i} ({launch.kernel})") for i, launch in enumerate(launches)]
 
-        load_kernel(launch.source, launch.kernel)  # a clear error for a missing, broken or kernel-less file
-        out.append(roofline(generic_demand(launch, arch=gpu.arch), gpu.rates, launch.config.to_dict()))
-    return out
+
+def _generic_ceiling(launch: Launch, gpu: GPU, what: str) -> Ceiling:
+    """The generic ceiling of one launch, refused (exit 2) when its config cannot run on the GPU."""
+    from advisor.advice.subjects import element_bytes_of, tile_precheck
+    from ceilings.compile import load_kernel
+    from ceilings.demand import generic_demand
+
+    load_kernel(launch.source, launch.kernel)  # a clear error for a missing, broken or kernel-less file
+    require_runnable(launch.config, gpu.spec, lambda c: tile_precheck(c, gpu.spec, element_bytes_of(launch)), what)
+    ceiling = roofline(generic_demand(launch, arch=gpu.arch), gpu.rates, launch.config.to_dict())
+    require_runnable(launch.config, gpu.spec, None, what, ceiling)
+    return ceiling
 
 
 def call_ceilings(path: str | Path, call: str, gpu: GPU, kernel: str | None = None) -> list[Ceiling]:
@@ -124,8 +130,6 @@ def call_ceilings(path: str | Path, call: str, gpu: GPU, kernel: str | None = No
 
     from advisor.capture.call import capture_call
     from advisor.capture.trace import autotune_groups
-    from ceilings.demand import generic_demand
-
     trace = capture_call(path, call, gpu.spec.name)
     groups = {g[0]: len(g) for g in autotune_groups(trace)}
     alternatives = {j for g in autotune_groups(trace) for j in g[1:]}
@@ -133,7 +137,7 @@ def call_ceilings(path: str | Path, call: str, gpu: GPU, kernel: str | None = No
     for i, launch in enumerate(trace.launches):
         if i in alternatives or (kernel and launch.kernel != kernel):
             continue
-        c = roofline(generic_demand(launch, arch=gpu.arch), gpu.rates, launch.config.to_dict())
+        c = _generic_ceiling(launch, gpu, f"--call {call!r}: launch {i} ({launch.kernel})")
         if i in groups:
             c = dataclasses.replace(c, notes=[*c.notes, f"autotuned: the first of its {groups[i]} configs; on a GPU "
                                               "the autotuner picks one by timing (`advisor suggest` ranks them)"])

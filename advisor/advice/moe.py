@@ -89,15 +89,20 @@ def gemm_ceiling(preset: str, tokens: int, tp: int = 1, gemm: int = 1, gpu: GPU 
                  config: Config | None = None, compile_kernel: bool = False) -> Ceiling:
     """The exact ceiling of one GEMM of a preset's layer for a config (default: the engines')."""
     from ceilings.compile import compile_launch
+    from ceilings.validate import require_runnable
 
     fam = family()
     spec, _ = gemm_spec(preset, tokens, tp, gemm)
     config = config or engine_config(spec, gpu)[0]
+    what = f"{fam.kernel} M={tokens}"
+    require_runnable(config, gpu.spec, lambda c: fam.precheck(c, gpu.spec, spec), what)
     shared = registers = None
     if compile_kernel:
         compiled = compile_launch(fam.describe_launch(spec, config, gpu.arch), gpu.arch)
         shared, registers = compiled.shared_bytes, compiled.registers
-    return roofline(fam.demand(spec, config, gpu.arch, shared, registers), gpu.rates, config.to_dict())
+    ceiling = roofline(fam.demand(spec, config, gpu.arch, shared, registers), gpu.rates, config.to_dict())
+    require_runnable(config, gpu.spec, None, what, ceiling)
+    return ceiling
 
 
 def engine_key_line(path: str | Path, tokens: int) -> int:
@@ -113,8 +118,9 @@ def engine_key_line(path: str | Path, tokens: int) -> int:
 
 
 def engine_file_subjects(path: str | Path, preset: str | None = None, gpu: GPU | None = None,
-                         calibrated: bool = True) -> list[Subject]:
-    """One layer per M entry of a serving-engine fused-MoE config file, on `gpu` or the GPU the file names."""
+                         calibrated: bool = True, tokens: Sequence[int] | None = None) -> list[Subject]:
+    """One layer per M entry of a serving-engine fused-MoE config file, on `gpu` or the GPU the file names
+    (with `tokens`, the entries of those keys only)."""
     from ceilings.hardware import resolve_gpu
     from kernels.moe_configs import read_config_file
     from kernels.moe_presets import PRESETS, TP_SIZES, get_preset
@@ -146,10 +152,20 @@ def engine_file_subjects(path: str | Path, preset: str | None = None, gpu: GPU |
             raise AdvisorError(f"{path.name}: E={e}, N={n} fits {', '.join(f'{a} TP{b}' for a, b in matches)}; "
                                "choose one with --preset")
     name, tp = matches[0]
+    entries = sorted(table.configs.items())
+    if tokens:
+        missing = [m for m in tokens if m not in table.configs]
+        if missing:
+            raise AdvisorError(f"{path.name} has no entry for --tokens {','.join(map(str, missing))}; its entries "
+                               f"are {','.join(str(m) for m, _ in entries)}")
+        entries = [(m, c) for m, c in entries if m in tokens]
     out = []
-    for tokens, config in sorted(table.configs.items()):
-        loc = Location(str(path), engine_key_line(path, tokens), f'entry "{tokens}"')
-        out.append(layer(name, tokens, tp, gpu, config, loc))
+    for m, config in entries:
+        if m < 1:  # the engines look configs up for M >= 1 tokens; a layer of 0 tokens has no time
+            raise AdvisorError(f'{path.name}: entry "{m}" is not a token count the engines look up (M >= 1); '
+                               "remove that entry")
+        loc = Location(str(path), engine_key_line(path, m), f'entry "{m}"')
+        out.append(layer(name, m, tp, gpu, config, loc))
     return out
 
 
@@ -196,6 +212,7 @@ def engine_edits(engine: dict[Path, dict[int, tuple]]) -> list:
 def check_file_gpu(path: Path, entries: dict[int, tuple]) -> None:
     """An engine file is read on the GPU its name gives: every config written into it must fit that GPU."""
     from ceilings.hardware import get_spec
+    from ceilings.validate import config_problem
 
     m = ENGINE_FILE.match(path.name)
     if not m:
@@ -203,7 +220,7 @@ def check_file_gpu(path: Path, entries: dict[int, tuple]) -> None:
     spec = get_spec(m.group(3))  # the file names the GPU it is for
     fam = family()
     for tokens, (config, gemm) in sorted(entries.items(), key=lambda item: item[0]):
-        why = fam.precheck(config, spec, gemm)
+        why = config_problem(config, spec, lambda c, g=gemm: fam.precheck(c, spec, g))
         if why:
             raise AdvisorError(f"{path.name}: {config.label()} for M={tokens} does not fit {spec.name}, the GPU the "
                                f"file is for ({why}); advise for that GPU (--gpu) instead")

@@ -1,9 +1,15 @@
 """The report formats of `advisor suggest`: text (a rich table), json, github (workflow annotations at
-the config's line) and sarif (SARIF 2.1.0). Exit code 1 when some launch `gains` (see the CLI)."""
+the config's line) and sarif (SARIF 2.1.0).
+
+Two kinds of finding, each exit code 1 (see the CLI): a launch whose current config cannot run on the
+GPU (rule TA002 "config-cannot-run", an error), and a launch where another config gains more than
+--min-speedup (rule TA001 "config-speedup", a warning).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,10 +19,21 @@ RULES = {
     "TA001": ("config-speedup", "A config predicted (or measured) to be faster exists for this launch"),
     "TA002": ("config-cannot-run", "The current config does not fit the GPU (shared memory, registers)"),
 }
+_CANNOT_RUN, _SPEEDUP = "TA002", "TA001"
+
+LABEL_LEGEND = ("config labels: M, N, K = BLOCK_SIZE_M/N/K (BLOCK_M/N/K) tile sizes, G = GROUP_SIZE_M, "
+                "w = num_warps, s = num_stages; other parameters as NAME=value")
+HEADROOM_NOTE = ("headroom: the current config's time over its ceiling (the least time the GPU's pipelines "
+                 "need for the launch's work); 2.00x means it runs at half the speed the hardware allows")
 
 
-def gains(advice: Advice, min_speedup: float) -> bool:
-    return advice.gains(min_speedup)
+def is_finding(advice: Advice, min_speedup: float) -> bool:
+    """A launch to report: its config cannot run, or another config gains more than `min_speedup`."""
+    return advice.cannot_run is not None or advice.gains(min_speedup)
+
+
+def _rule(advice: Advice) -> str:
+    return _CANNOT_RUN if advice.cannot_run else _SPEEDUP
 
 
 def _rel(path: str) -> str:
@@ -26,15 +43,36 @@ def _rel(path: str) -> str:
         return str(path)
 
 
+def _how(a: Advice) -> str:
+    return "measured" if a.measured else "predicted"
+
+
 def message(a: Advice) -> str:
+    if a.cannot_run:
+        fix = ("no config searched can run either" if a.best.config == a.current.config else
+               f"use {a.best.config.label()} ({a.time_of(a.best):.1f} us {_how(a)})")
+        return (f"{a.subject.label}: {a.current.config.label()} cannot run on {a.subject.spec.name}: "
+                f"{a.cannot_run}; {fix}")
     return (f"{a.subject.label}: {a.current.config.label()} -> {a.best.config.label()}, {a.speedup:.2f}x "
-            f"{'measured' if a.measured else 'predicted'} ({a.current.predicted_us:.1f} -> "
-            f"{a.best.predicted_us:.1f} us); bound by {a.current.ceiling.binding}; {a.why}")
+            f"{_how(a)} on {a.subject.spec.name} ({a.time_of(a.current):.1f} -> {a.time_of(a.best):.1f} us); "
+            f"bound by {a.current.ceiling.binding}; {a.why}")
+
+
+def _finite(value):
+    """JSON has no infinity or NaN: a number that is not finite (the time of a config that cannot run)
+    becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def to_json(advices: Sequence[Advice], min_speedup: float) -> str:
-    return json.dumps({"min_speedup": min_speedup, "launches": [dict(a.to_json(), gains=gains(a, min_speedup))
-                                                                for a in advices]}, indent=2)
+    launches = [dict(a.to_json(), gains=a.gains(min_speedup), cannot_run=a.cannot_run) for a in advices]
+    return json.dumps(_finite({"min_speedup": min_speedup, "launches": launches}), indent=2, allow_nan=False)
 
 
 def _escape_data(text: str) -> str:
@@ -50,11 +88,14 @@ def _escape_property(text: str) -> str:
 def to_github(advices: Sequence[Advice], min_speedup: float) -> str:
     lines = []
     for a in advices:
-        if not gains(a, min_speedup):
+        if not is_finding(a, min_speedup):
             continue
         loc = a.subject.location
         where = f"file={_escape_property(_rel(loc.path))},line={loc.line}," if loc else ""
-        lines.append(f"::warning {where}title=triton-advisor {a.speedup:.2f}x::{_escape_data(message(a))}")
+        if a.cannot_run:
+            lines.append(f"::error {where}title=triton-advisor config-cannot-run::{_escape_data(message(a))}")
+        else:
+            lines.append(f"::warning {where}title=triton-advisor {a.speedup:.2f}x::{_escape_data(message(a))}")
     return "\n".join(lines)
 
 
@@ -63,11 +104,16 @@ def to_sarif(advices: Sequence[Advice], min_speedup: float) -> str:
 
     results = []
     for a in advices:
-        if not gains(a, min_speedup):
+        if not is_finding(a, min_speedup):
             continue
-        result = {"ruleId": "TA001", "level": "warning", "message": {"text": message(a)},
-                  "properties": {"speedup": round(a.speedup, 4), "current": a.current.config.to_dict(),
-                                 "suggested": a.best.config.to_dict(), "launch": a.subject.label}}
+        props = {"current": a.current.config.to_dict(), "suggested": a.best.config.to_dict(),
+                 "launch": a.subject.label, "gpu": a.subject.spec.name}
+        if a.cannot_run:
+            result = {"ruleId": _CANNOT_RUN, "level": "error", "message": {"text": message(a)},
+                      "properties": {**props, "reason": a.cannot_run}}
+        else:
+            result = {"ruleId": _SPEEDUP, "level": "warning", "message": {"text": message(a)},
+                      "properties": {**props, "speedup": round(a.speedup, 4)}}
         loc = a.subject.location
         if loc:
             result["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": _rel(loc.path)},
@@ -79,31 +125,63 @@ def to_sarif(advices: Sequence[Advice], min_speedup: float) -> str:
                                          "informationUri": "https://github.com/triton-advisor/triton-advisor",
                                          "rules": rules}},
                      "results": results}]}
-    return json.dumps(log, indent=2)
+    return json.dumps(_finite(log), indent=2, allow_nan=False)
 
 
-def render_text(advices: Sequence[Advice], min_speedup: float) -> None:
+def _common_prefix(labels: Sequence[str]) -> str:
+    """The words every label starts with (a preset and TP size, a kernel name), to name once in the title."""
+    if len(labels) < 2:
+        return ""
+    words = [label.split(" ") for label in labels]
+    common = []
+    for column in zip(*words, strict=False):
+        if len(set(column)) != 1:
+            break
+        common.append(column[0])
+    if len(common) == min(len(w) for w in words):  # leave every row at least one word of its own
+        common = common[:-1]
+    return " ".join(common)
+
+
+def render_text(advices: Sequence[Advice], min_speedup: float, width: int | None = None) -> None:
+    """A table readable at 80 columns: labels wrap at their spaces, numbers never do; the GPU is named
+    and the times say whether they were predicted or measured; notes below explain the columns."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"triton-advisor suggest (gain shown above {min_speedup:.2f}x)", show_lines=False)
-    for col, justify in (("launch", "left"), ("current", "left"), ("us", "right"), ("suggested", "left"),
-                         ("us", "right"), ("speed-up", "right"), ("bound by", "left"), ("headroom", "right")):
-        table.add_column(col, justify=justify)
+    console = Console(width=width) if width else Console()
+    gpus = ", ".join(dict.fromkeys(a.subject.spec.name for a in advices)) or "no GPU"
+    measured = any(a.measured for a in advices)
+    times = "measured us (predicted where not timed)" if measured else "predicted us"
+    prefix = _common_prefix([a.subject.label for a in advices])
+    title = f"triton-advisor suggest: {prefix + ' ' if prefix else ''}on {gpus}, {times}"
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, title_justify="left")
+    for col, justify, number in (("launch", "left", False), ("current", "left", False), ("us", "right", True),
+                                 ("suggested", "left", False), ("us", "right", True), ("gain", "right", True),
+                                 ("bound", "left", True), ("head-\nroom", "right", True)):
+        table.add_column(col, justify=justify, no_wrap=number, overflow="ellipsis" if number else "fold",
+                         ratio=None if number else 1)
     for a in advices:
-        mark = "bold green" if gains(a, min_speedup) else None
-        table.add_row(a.subject.label, a.current.config.label(), f"{a.time_of(a.current):.1f}",
+        label = a.subject.label[len(prefix):].strip() if prefix else a.subject.label
+        mark = "bold" if is_finding(a, min_speedup) else None
+        if a.cannot_run:
+            table.add_row(label, a.current.config.label(), "can't run", a.best.config.label(),
+                          "-" if a.best.config == a.current.config else f"{a.time_of(a.best):.1f}", "-",
+                          "-", "-", style=mark)
+            continue
+        table.add_row(label, a.current.config.label(), f"{a.time_of(a.current):.1f}",
                       a.best.config.label(), f"{a.time_of(a.best):.1f}", f"{a.speedup:.2f}x",
                       a.current.ceiling.binding, f"{a.headroom:.2f}x", style=mark)
-    console = Console()
     console.print(table)
-    for a in advices:
-        if gains(a, min_speedup):
-            loc = a.subject.location
-            console.print(f"- {a.subject.label}: {a.why}" + (f" [{_rel(loc.path)}:{loc.line}]" if loc else ""),
-                          highlight=False, markup=False)
-    if any(a.measured for a in advices):
+    findings = [a for a in advices if is_finding(a, min_speedup)]
+    console.print(f"{len(findings)} finding(s): a gain over {min_speedup:.2f}x (bold) or a config that cannot run",
+                  highlight=False, markup=False)
+    for a in findings:
+        loc = a.subject.location
+        console.print(f"- {a.subject.label}: {a.why}" + (f" [{_rel(loc.path)}:{loc.line}]" if loc else ""),
+                      highlight=False, markup=False)
+    console.print(f"gain: current time over suggested; {HEADROOM_NOTE}; bound: the binding pipeline of the current "
+                  f"config; {LABEL_LEGEND}.", highlight=False, markup=False, style="dim")
+    if measured:
         console.print(f"timed on this GPU: {sum(a.measured for a in advices)} configs", highlight=False)
-
-
-# ------------------------------------------------------------------------------------------ apply

@@ -23,6 +23,7 @@ from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling
+from ceilings.validate import config_problem, launch_problem, unrunnable_ceiling
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class Advice:
     pruned: Counter
     measured: int = 0                      # configs timed on a GPU (--measure)
     why: str = ""
+    cannot_run: str | None = None          # why the current config cannot run on the GPU (a finding)
 
     @property
     def best(self) -> Candidate:
@@ -115,7 +117,8 @@ class Advice:
 
     def gains(self, min_speedup: float) -> bool:
         """Whether another config beats the current one by more than `min_speedup`."""
-        return self.best.config != self.current.config and self.speedup > min_speedup
+        return self.best.config != self.current.config and (self.cannot_run is not None
+                                                            or self.speedup > min_speedup)
 
     @property
     def speedup(self) -> float:
@@ -168,12 +171,19 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
     pruned: Counter = Counter()
     feasible = []
     for config in space:
-        why = subject.precheck(config)
+        why = config_problem(config, subject.spec, subject.precheck)
         if why:
             pruned[_short(why)] += 1
         else:
             feasible.append(config)
-    (current,) = subject.predict([subject.current], model)
+    # The current config passes the same validator; one that cannot run gets no time (ceilings.validate).
+    cannot_run = config_problem(subject.current, subject.spec, subject.precheck)
+    if not cannot_run:
+        (current,) = subject.predict([subject.current], model)
+        cannot_run = launch_problem(current.ceiling, subject.spec)
+    if cannot_run:
+        current = Candidate(subject.current, unrunnable_ceiling(subject.spec, subject.kernel, subject.current,
+                                                                cannot_run), math.inf, (math.inf, math.inf), [])
     ranked = []
     for cand in subject.predict(feasible, model):
         if cand.ceiling.ctas_per_sm == 0:
@@ -193,13 +203,13 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
                 continue
             cand.notes = notes + cand.notes
         finalists.append(cand)
-    if confirm:
+    if confirm and not cannot_run:
         _, notes = subject.confirm(subject.current)
         current.notes = notes + current.notes
-    advice = Advice(subject, current, finalists, len(space), pruned)
+    advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run)
     if measure:
         run = subject.measurer()
-        current.measured_us = run(current.config)
+        current.measured_us = None if cannot_run else run(current.config)
         for cand in finalists:
             cand.measured_us = current.measured_us if cand.config == current.config else run(cand.config)
         advice.measured = 1 + sum(1 for c in finalists if c.config != current.config)
@@ -221,6 +231,11 @@ def _short(reason: str) -> str:
 def explain(advice: Advice) -> str:
     """One sentence: why the best config beats the current one, from their ceilings and predictions."""
     cur, best, s = advice.current, advice.best, advice.subject
+    if advice.cannot_run:
+        if best.config == cur.config:
+            return f"the current config cannot run on {s.spec.name}: {advice.cannot_run}; no config searched can"
+        return (f"the current config cannot run on {s.spec.name}: {advice.cannot_run}; {best.config.label()} is the "
+                f"fastest {'measured' if advice.measured else 'predicted'} config that can")
     if best.config == cur.config or advice.speedup < 1.005:
         eff = cur.ceiling.ceiling_us / advice.time_of(cur)
         return (f"the current config is already the best found; it runs at {eff:.0%} of its ceiling, "
@@ -244,7 +259,7 @@ def explain(advice: Advice) -> str:
     if cur.ceiling.waves < 0.6 and best.ceiling.active_ctas > cur.ceiling.active_ctas * 1.5:
         return (f"the current config fills {cur.ceiling.active_ctas} CTAs on {sms} SMs ({cur.ceiling.waves:.2f} "
                 f"waves); {best.config.label()} spreads the work over {best.ceiling.active_ctas} ({gain})")
-    tail_c = cur.ceiling.waves - math.floor(cur.ceiling.waves)
+    tail_c = cur.ceiling.waves - math.floor(cur.ceiling.waves) if math.isfinite(cur.ceiling.waves) else 0.0
     whole = math.isfinite(best.ceiling.waves) and abs(best.ceiling.waves - round(best.ceiling.waves)) < 0.15
     if cur.ceiling.waves > 1 and 0 < tail_c < 0.5 and whole:
         return (f"the current config ends in a partial wave ({cur.ceiling.waves:.2f} waves); "

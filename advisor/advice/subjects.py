@@ -279,7 +279,7 @@ class LaunchSubject(Subject):
     def precheck(self, config: Config) -> str | None:
         if set(config.params) != set(self.current.params):
             return "sets other parameters than the kernel's launch"
-        return tile_precheck(config, self.spec, _element_bytes(self.launch))
+        return tile_precheck(config, self.spec, element_bytes_of(self.launch))
 
     def _compile(self, config: Config):
         from ceilings.compile import compile_launch
@@ -310,7 +310,7 @@ def _def_line(source: str, kernel: str) -> int:
     return line_of(source, rf"^\s*def\s+{re.escape(kernel)}\s*\(")
 
 
-def _element_bytes(launch: Launch) -> int:
+def element_bytes_of(launch: Launch) -> int:
     sizes = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1}
     found = [sizes[t.dtype] for t in launch.tensors if t.dtype in sizes]
     return max(found) if found else 2

@@ -44,6 +44,7 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
     recorded config. An autotuned launch captured without a GPU (one entry per config) is one subject: its
     configs are the space, each with the launch it makes, and the first is the current config."""
     from advisor.capture.trace import autotune_groups, read_trace
+    from ceilings.compile import load_kernel
 
     trace = trace if trace is not None else read_trace(path)
     gpu = gpu or resolve_gpu(trace.gpu or DEFAULT_GPU, calibrated)  # the trace names the GPU it ran on
@@ -55,6 +56,7 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
     for i, launch in enumerate(sourced):
         if i in alternatives or (kernel and launch.kernel != kernel):
             continue
+        load_kernel(launch.source, launch.kernel)  # a missing, unreadable or broken kernel file, reported first
         known = family_subject(launch, gpu)
         if known is not None:
             out.append(known)
@@ -94,6 +96,13 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
     path = Path(target)
     if not path.exists():
         raise AdvisorError(f"{target} does not exist; give a kernel file, a launch trace or an engine config file")
+    if path.is_dir():
+        raise AdvisorError(f"{target} is a folder; give a kernel file, a launch trace or an engine config file")
+    engine_file = path.suffix == ".json" and moe.ENGINE_FILE.match(path.name) and not trace
+    if tokens and (trace or call or (path.suffix == ".json" and not engine_file)):
+        raise AdvisorError(f"--tokens selects token counts of the fused-MoE kernel or entries of an engine config "
+                           f"file; {target} {'with --trace ' if trace else ''}has launches of fixed shapes: drop "
+                           "--tokens (use --kernel to pick launches)")
     if call:
         from advisor.capture.call import capture_call
 
@@ -104,8 +113,8 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
     if trace:
         return trace_subjects(trace, gpu, str(path), kernel, calibrated)
     if path.suffix == ".json":
-        if moe.ENGINE_FILE.match(path.name):
-            return moe.engine_file_subjects(path, preset, gpu, calibrated)
+        if engine_file:
+            return moe.engine_file_subjects(path, preset, gpu, calibrated, tokens)
         return trace_subjects(path, gpu, None, kernel, calibrated)
     if path.suffix != ".py":
         raise AdvisorError(f"{target}: expected a .py kernel file or a .json trace / engine config file")
@@ -116,6 +125,8 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
         return [moe.layer(preset, m, tp, gpu, config_dir=config_dir) for m in (tokens or DEFAULT_TOKENS)]
     family = family_of_file(path)
     if family is not None and family.read_shape is not None:
+        if tokens:
+            raise AdvisorError(f"{target} takes --shape, not --tokens (see `advisor ceiling --help`)")
         if not shapes:
             raise AdvisorError(f"{target}: give one or more --shape values (see `advisor ceiling --help`)")
         return [FamilySubject(family, family.read_shape(s), gpu, label=f"{family.source.stem} {family.shape_form}={s}")
@@ -161,7 +172,9 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
 
 def check_fit(advices: Sequence[Advice]) -> None:
     """Refuse configs that cannot run on the target GPU (the subject's analytic precheck)."""
+    from ceilings.validate import config_problem
+
     for a in advices:
-        why = a.subject.precheck(a.best.config)
+        why = config_problem(a.best.config, a.subject.spec, a.subject.precheck)
         if why:
             raise AdvisorError(f"{a.subject.label}: {a.best.config.label()} does not fit {a.subject.spec.name}: {why}")

@@ -135,7 +135,7 @@ def _load_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AdvisorError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); fix the "
+        raise AdvisorError(f"{path}: not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno}); fix the "
                            f"file or {_RECORD_HINT}") from None
 
 

@@ -1,6 +1,5 @@
-"""The training data of the latency model: sweep CSV rows of the registered kernel families, their
-exact ceilings rebuilt from the recorded shape and routing (each family reads its own rows), and the
-feature rows the model sees. Each row names its own GPU: that is resolved here, per row.
+"""The training data of the latency model: sweep CSV rows of the shipped kernels, their exact
+ceilings rebuilt from the recorded shape and routing, and the feature rows the model sees.
 """
 
 from __future__ import annotations
@@ -78,43 +77,64 @@ def row_demand(r: dict, arch: int):
     return demand, config
 
 
-def rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = ()) -> Dataset:
-    """Feature rows of the fully timed sweep rows of the kernel families, with their exact ceilings."""
-    rates_by_gpu = {}
-    xs, ys, ceil, meas, gpus, groups, cases, labels = [], [], [], [], [], [], [], []
-    for r in rows:
+_SWEEP_HINT = "give sweep CSVs written by `advisor collect` or `advisor tune`"
+_SWEEP_COLUMNS = ("status", "gpu", "kernel", "shape", "M", "us")
+
+
+def rows_to_dataset(rows: Iterable[dict], sources: Sequence[str] = (), origins: Sequence[str] = ()) -> Dataset:
+    """Feature rows of the fully timed sweep rows of the kernel families, with their exact ceilings.
+    `origins` names each row (file and line) for the error a malformed row raises."""
+    rates_by_gpu: dict = {}
+    entries = []
+    for i, r in enumerate(rows):
         if r.get("status") != "ok":
             continue
-        spec_gpu = get_spec(r["gpu"])
-        if spec_gpu.name not in rates_by_gpu:
-            cal, path = load_calibration(spec_gpu.name, [SHIPPED_CALIBRATIONS])
-            rates_by_gpu[spec_gpu.name] = rates_for(spec_gpu.name, cal, path or "", use_calibration=cal is not None)
-        demand, config = row_demand(r, spec_gpu.arch)
-        c = roofline(demand, rates_by_gpu[spec_gpu.name], config.to_dict())
-        us = float(r["us"])
-        kernel = r["kernel"]
-        row = feature_row(c, demand, config, spec_gpu)
-        xs.append([row[f] for f in FEATURES])
-        labels.append(config.label())
-        ys.append(math.log(us / c.ceiling_us))
-        ceil.append(c.ceiling_us)
-        meas.append(us)
-        gpus.append(spec_gpu.name)
-        groups.append(f"{kernel.split('[')[0]}/gemm{r['gemm']}/{r['shape']}")
-        cases.append(f"{spec_gpu.name}/{kernel}/gemm{r['gemm']}/{r['shape']}/M{r['M']}")
-    if not ys:
+        try:
+            entries.append(_row_entry(r, rates_by_gpu))
+        except (KeyError, ValueError, TypeError, IndexError, AttributeError, ZeroDivisionError) as exc:
+            where = origins[i] if i < len(origins) else f"sweep row {i + 1}"
+            what = f"no column {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+            raise AdvisorError(f"{where}: not a sweep row of a known kernel family ({what}); {_SWEEP_HINT}") from None
+    if not entries:
         raise AdvisorError("no fully timed rows (status ok) in the given sweep files")
+    xs, ys, ceil, meas, gpus, groups, cases, labels = (list(column) for column in zip(*entries, strict=True))
     return Dataset(np.array(xs, dtype=np.float32), np.array(ys), np.array(ceil), np.array(meas), gpus, groups, cases,
                    list(sources), labels)
 
 
+def _row_entry(r: dict, rates_by_gpu: dict) -> tuple:
+    """One sweep row as (feature row, log ratio, ceiling, measured us, GPU, shape group, case, config label)."""
+    spec_gpu = get_spec(r["gpu"])
+    if spec_gpu.name not in rates_by_gpu:
+        cal, path = load_calibration(spec_gpu.name, [SHIPPED_CALIBRATIONS])
+        rates_by_gpu[spec_gpu.name] = rates_for(spec_gpu.name, cal, path or "", use_calibration=cal is not None)
+    demand, config = row_demand(r, spec_gpu.arch)
+    c = roofline(demand, rates_by_gpu[spec_gpu.name], config.to_dict())
+    us = float(r["us"])
+    kernel = r["kernel"]
+    row = feature_row(c, demand, config, spec_gpu)
+    return ([row[f] for f in FEATURES], math.log(us / c.ceiling_us), c.ceiling_us, us, spec_gpu.name,
+            f"{kernel.split('[')[0]}/gemm{r['gemm']}/{r['shape']}",
+            f"{spec_gpu.name}/{kernel}/gemm{r['gemm']}/{r['shape']}/M{r['M']}", config.label())
+
+
 def load_sweeps(paths: Sequence[str | Path]) -> Dataset:
-    rows = []
+    rows, origins = [], []
     for path in paths:
-        if not Path(path).exists():
-            raise AdvisorError(f"sweep file {path} does not exist")
-        rows += read_results(path)
-    return rows_to_dataset(rows, [str(p) for p in paths])
+        if not Path(path).is_file():
+            raise AdvisorError(f"sweep file {path} does not exist" + (" (it is a folder)" if Path(path).is_dir()
+                                                                      else ""))
+        try:
+            found = read_results(path)
+        except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+            raise AdvisorError(f"sweep file {path} cannot be read as a CSV ({type(exc).__name__}); {_SWEEP_HINT}") \
+                from None
+        missing = [c for c in _SWEEP_COLUMNS if found and c not in found[0]]
+        if missing:
+            raise AdvisorError(f"sweep file {path} has no column {', '.join(missing)}; {_SWEEP_HINT}")
+        rows += found
+        origins += [f"{path}: row {i + 1}" for i in range(len(found))]
+    return rows_to_dataset(rows, [str(p) for p in paths], origins)
 
 
 def shape_folds(data: Dataset, folds: int, seed: int = 0) -> list[np.ndarray]:

@@ -24,6 +24,17 @@ from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU
 
 MODEL_DIR = Path(__file__).resolve().parent / "models"
+INSTALL_XGBOOST = "pip install 'triton-advisor[train]' (or pip install xgboost)"
+
+
+def require_xgboost(what: str):
+    """XGBoost, which training needs and predicting does not (advisor/model/trees.py): an optional
+    dependency (the `train` extra), so a CPU install stays small. Its absence is a user error."""
+    try:
+        import xgboost
+    except ImportError:
+        raise AdvisorError(f"{what} needs XGBoost, which is not installed here; {INSTALL_XGBOOST}") from None
+    return xgboost
 QUANTILES = (0.1, 0.9)
 
 
@@ -89,8 +100,7 @@ class LatencyModel:
             else:
                 boosters = (folder / "latency_median.ubj").exists()
         if boosters:
-            import xgboost as xgb
-
+            xgb = require_xgboost("loading the model's XGBoost boosters")
             median, quantiles = xgb.Booster(), xgb.Booster()
             median.load_model(str(folder / "latency_median.ubj"))
             quantiles.load_model(str(folder / "latency_quantiles.ubj"))
@@ -125,7 +135,7 @@ ROUNDS = 300
 
 
 def train(data: Dataset, rounds: int = ROUNDS) -> LatencyModel:
-    import xgboost as xgb
+    xgb = require_xgboost("training the latency model (`advisor train`)")
 
     m = xgb.DMatrix(data.x, label=data.y, feature_names=list(FEATURES))
     median = xgb.train({**PARAMS, "objective": "reg:squarederror"}, m, num_boost_round=rounds)
@@ -148,7 +158,7 @@ TUNE_ROUNDS = 60
 def fine_tune(model: LatencyModel, data: Dataset, rounds: int = TUNE_ROUNDS) -> LatencyModel:
     """Continue the boosters' training on one GPU's short sweep (the KernelSight-LM calibration tier):
     `rounds` more trees fitted to what the shipped model gets wrong on that GPU."""
-    import xgboost as xgb
+    xgb = require_xgboost("fine-tuning the latency model (`advisor calibrate --tune`)")
 
     if not hasattr(model.median, "save_raw"):
         raise AdvisorError("fine-tuning needs the XGBoost boosters: load the model with boosters=True")
