@@ -109,7 +109,7 @@ def cmd_tune(args) -> int:
     from advisor.measure import moe_tune
     from advisor.measure import timing as measure
     from kernels.moe_bench import MoEGemmSpec
-    from kernels.moe_configs import config_file_name, write_config_file
+    from kernels.moe_configs import config_file_name, meta_path, write_config_file
     from kernels.moe_presets import get_preset
 
     shape = get_preset(args.preset).shape(args.tp)
@@ -119,12 +119,16 @@ def cmd_tune(args) -> int:
                                  deadline_s=args.deadline, workers=args.workers,
                                  show_progress=sys.stderr.isatty()):
         print(f"{summary['phase']}: {json.dumps(summary)}", file=sys.stderr)
-    table = moe_tune.tuned_table(moe_tune.read_results(args.results), specs)
+    rows = moe_tune.read_results(args.results)
+    table = moe_tune.tuned_table(rows, specs)
     for m, config in table.configs.items():
         print(f"M={m}: {config.label()}")
     if args.write_config:
-        name = config_file_name(e, shape.config_file_n, measure.gpu_name())
-        print("wrote", write_config_file(f"{args.write_config}/{name}", table))
+        device = measure.gpu_name()
+        path = Path(args.write_config) / config_file_name(e, shape.config_file_n, device)
+        # Token counts only in the engines' file; the timings and Triton version in its side file.
+        meta = moe_tune.tuned_meta(rows, specs, device, source=str(args.results))
+        print("wrote", write_config_file(path, table, meta), "and", meta_path(path))
     return 0
 
 

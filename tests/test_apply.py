@@ -164,14 +164,13 @@ def test_shipped_files_with_their_own_entries_do_not_change(path):
 def test_new_engine_file_has_sorted_keys_and_engine_layout(tmp_path):
     path = tmp_path / "E=8,N=7168,device_name=NVIDIA_H200.json"
     edit = plan_engine_json(path, {64: moe(64, 128, 64, 16, 4, 4), 1: moe(16, 64, 128, 1, 4, 4),
-                                   16: moe(16, 64, 256, 1, 4, 3)}, triton_version="3.9.0")
+                                   16: moe(16, 64, 256, 1, 4, 3)})
     assert edit.before is None and edit.digest == "" and edit.changed
     assert edit.what == "3 entries of E=8,N=7168,device_name=NVIDIA_H200 (M=1, 16, 64), new file"
     assert edit.diff().startswith(f"--- /dev/null\n+++ b/{str(path).lstrip('/')}\n")
     assert write(edit) is None  # nothing to back up
     assert path.read_text() == """\
 {
-    "triton_version": "3.9.0",
     "1": {
         "BLOCK_SIZE_M": 16,
         "BLOCK_SIZE_N": 64,

@@ -192,14 +192,13 @@ def _m_list(ms: Iterable[int]) -> str:
     return ", ".join(str(m) for m in ms)
 
 
-def plan_engine_json(path: str | os.PathLike, entries: Mapping[int, Config],
-                     triton_version: str | None = None) -> Edit:
+def plan_engine_json(path: str | os.PathLike, entries: Mapping[int, Config]) -> Edit:
     """Add or replace the entries for the given token counts M in an engine fused-MoE config file.
 
     Entries of other M keep their values (key order included); keys come out in numeric order, after
     the file's other top-level keys (`"triton_version"`), written with the file's indent and final
-    newline. A new file gets the engines' layout (`json.dump(indent=4)` and a newline), and
-    `triton_version` first when given. An M already holding an equal config is left as it is, so a
+    newline. A new file gets the engines' layout (`json.dump(indent=4)` and a newline) with token-count
+    keys only, the format every engine release reads. An M already holding an equal config is left as it is, so a
     second run changes nothing.
     """
     path = Path(path)
@@ -215,8 +214,6 @@ def plan_engine_json(path: str | os.PathLike, entries: Mapping[int, Config],
     if before is None:
         indent: int | str | None = 4
         final_newline, crlf = True, False
-        if triton_version:
-            extras["triton_version"] = triton_version
     else:
         try:
             text = before.decode("utf-8")
