@@ -20,13 +20,13 @@ from collections.abc import Callable, Iterable
 
 from advisor.advice.autotune_edit import plan_autotune
 from advisor.advice.autotune_list import read_autotune_configs
-from advisor.advice.edit import Edit, backup_path, rollback, write
+from advisor.advice.edit import Edit, backup_path, check_writable, rollback, write
 from advisor.advice.engine_file import plan_engine_json
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 
-__all__ = ["Edit", "backup_path", "check_fits", "plan_autotune", "plan_engine_json", "read_autotune_configs",
-           "rollback", "write"]
+__all__ = ["Edit", "backup_path", "check_fits", "check_writable", "plan_autotune", "plan_engine_json",
+           "read_autotune_configs", "rollback", "write"]
 
 
 def check_fits(configs: Iterable[Config], max_shared_bytes: int,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ceilings.errors import AdvisorError
-from ceilings.files import default_mode, write_atomic
+from ceilings.files import default_mode, stage, sync_folder, write_atomic
 
 
 def number_list(numbers) -> str:
@@ -85,11 +85,30 @@ def backup_path(path: str | os.PathLike) -> Path:
     return path.with_name(path.name + ".bak")
 
 
+def check_writable(edit: Edit) -> None:
+    """Refuse an edit of a file nobody may write (mode 444) or this user may not: replacing it by a rename
+    would succeed where the folder is writable, and overrule the file's own protection."""
+    if not edit.changed or edit.before is None:
+        return
+    target = Path(os.path.realpath(edit.path))
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except OSError:
+        return  # gone since it was read: `write` reports the change
+    if not mode & 0o222:
+        raise AdvisorError(f"{edit.path} is read-only (mode {mode:o}); make it writable (chmod u+w) and run again, "
+                           "or apply to a copy")
+    if not os.access(target, os.W_OK):
+        raise AdvisorError(f"{edit.path} cannot be written by this user (mode {mode:o}; another owner, or an "
+                           "immutable attribute: lsattr); make it writable and run again, or apply to a copy")
+
+
 def write(edit: Edit, backup: bool = True) -> Path | None:
     """Write `edit` atomically and return its `.bak` path.
 
-    Refuses (nothing written) when the file's bytes are no longer those the edit was planned on.
-    Returns None and writes nothing when the edit changes nothing, and None after creating a new
+    Refuses (nothing written, no `.bak`) when the file is read-only, when its bytes are no longer those the
+    edit was planned on (checked when called and again immediately before the rename), or when it cannot be
+    replaced. Returns None and writes nothing when the edit changes nothing, and None after creating a new
     file (there are no old bytes to keep) or when `backup` is False.
     """
     target = Path(os.path.realpath(edit.path))  # write through a symlink, keep the link
@@ -98,16 +117,33 @@ def write(edit: Edit, backup: bool = True) -> Path | None:
         raise AdvisorError(f"{edit.path} changed since it was read; run again")
     if not edit.changed:
         return None
+    check_writable(edit)
+    mode = os.stat(target).st_mode & 0o7777 if current is not None else default_mode()
+    saved = backup_path(target) if backup and current is not None else None
+    new = old = None
     try:
-        mode = os.stat(target).st_mode & 0o7777 if current is not None else default_mode()
-        saved = None
-        if backup and current is not None:
-            saved = backup_path(target)
-            write_atomic(saved, current, mode)
-        write_atomic(target, edit.after, mode)
-    except OSError as exc:
-        raise AdvisorError(f"{edit.path} cannot be written ({exc.strerror or exc.__class__.__name__}); "
-                           "check the folder's permissions and free space") from None
+        new = stage(target, edit.after, mode)
+        old = stage(saved, current, mode) if saved else None
+        # Immediately before the rename: an edit made while we prepared (an editor's save) is not overwritten.
+        if digest(read_bytes(target, missing_ok=True)) != edit.digest:
+            raise AdvisorError(f"{edit.path} changed while it was being written; nothing written, run again")
+        os.replace(new, target)
+    except BaseException as exc:
+        for tmp in (new, old):
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise AdvisorError(f"{edit.path} cannot be written ({exc.strerror or exc.__class__.__name__}); check "
+                               "the folder's permissions, free space and the file's attributes (lsattr: "
+                               "immutable?)") from None
+        raise
+    if old:
+        try:
+            os.replace(old, saved)
+        except OSError as exc:
+            raise AdvisorError(f"wrote {edit.path}, but its backup could not be kept ({exc.strerror}); the old "
+                               f"bytes are in {old}") from None
+    sync_folder(target.parent)
     return saved
 
 

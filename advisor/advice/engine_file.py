@@ -99,6 +99,9 @@ def plan_engine_json(path: str | os.PathLike, entries: Mapping[int, Config]) -> 
             key, old = numbered[m]
             if Config.from_engine_entry(old, f"{where}: entry {key!r}") == config:
                 continue  # equal: keep the entry as written
+            # The entry's own keys stay, in their order (a vendor's knobs the config does not set); the
+            # config's values replace theirs.
+            value = {**old, **value}
         numbered[m] = (str(m), value)
     obj = dict(extras)
     for m in sorted(numbered):

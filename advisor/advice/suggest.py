@@ -260,15 +260,18 @@ def _moe_parts(subject: Subject) -> list[MoESubject]:
     return [p for p in parts if isinstance(p, MoESubject)]
 
 
-def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, min_speedup: float = 1.0) -> list:
+def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, min_speedup: float = 1.0,
+               force_gpu: bool = False) -> list:
     """The edits that write each advice's best config where the launch reads it (advisor.advice.apply.Edit list):
     fused-MoE launches into their engine config file (the file they were read from, else a new file in
     `config_dir`, by default the project's kernels/configs); autotuned kernels into their
-    @triton.autotune list. Only advices that gain more than `min_speedup` are written."""
+    @triton.autotune list. Only advices that gain more than `min_speedup` are written. Advice for one GPU
+    goes into an engine file named for another only with `force_gpu`."""
     from advisor.advice import apply
     from kernels.moe_configs import SHIPPED_DIR, config_file_name
 
     engine: dict[Path, dict[int, Config]] = {}
+    advised_for: dict[Path, set[str]] = {}  # the GPUs whose advice goes into each engine file
     autotune: dict[tuple[Path, str], list[Config]] = {}
     for a in advices:
         s, loc = a.subject, a.subject.location
@@ -283,6 +286,7 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
             else:
                 path = Path(config_dir or SHIPPED_DIR) / config_file_name(moe.num_experts, parts[0].file_n, s.spec.name)
             engine.setdefault(path, {})[moe.m] = a.best.config if wins else a.current.config
+            advised_for.setdefault(path, set()).add(s.spec.name)
         elif not wins:
             continue
         elif loc and loc.what == "autotune configs":
@@ -292,15 +296,16 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
             raise AdvisorError(f"{s.label}: its config is chosen by code ({where}), not read from a config file or an "
                                "autotune list; change it there by hand")
     for path, entries in engine.items():
-        _check_file_gpu(path, entries)
+        _check_file_gpu(path, entries, advised_for[path], force_gpu)
     edits = [apply.plan_engine_json(path, entries) for path, entries in engine.items()]
     edits += [apply.plan_autotune(path, kernel, list(dict.fromkeys(configs)), mode="add")
               for (path, kernel), configs in autotune.items()]
     return edits
 
 
-def _check_file_gpu(path: Path, entries: dict[int, Config]) -> None:
-    """An engine file is read on the GPU its name gives: every config written into it must fit that GPU."""
+def _check_file_gpu(path: Path, entries: dict[int, Config], advised_for: set[str], force_gpu: bool) -> None:
+    """An engine file is read on the GPU its name gives: advice for another GPU goes in only when forced, and
+    every config written into it must fit that GPU."""
     from ceilings.hardware import get_spec
     from kernels.fused_moe import resource_precheck
 
@@ -308,6 +313,11 @@ def _check_file_gpu(path: Path, entries: dict[int, Config]) -> None:
     if not m:
         return
     spec = get_spec(m.group(3))
+    others = sorted(advised_for - {spec.name})
+    if others and not force_gpu:
+        raise AdvisorError(f"{path.name} is read on {spec.name}, but the advice is for {', '.join(others)}; write it "
+                           f"to that GPU's file (--config-dir DIR), advise for {spec.name} (--gpu), or pass "
+                           "--force-gpu")
     for tokens, config in sorted(entries.items()):
         why = resource_precheck(config, spec.smem_per_block)
         if why:
