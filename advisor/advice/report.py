@@ -28,7 +28,7 @@ def _rel(path: str) -> str:
 
 def message(a: Advice) -> str:
     return (f"{a.subject.label}: {a.current.config.label()} -> {a.best.config.label()}, {a.speedup:.2f}x "
-            f"{'measured' if a.measured else 'predicted'} ({a.current.predicted_us:.1f} -> "
+            f"{a.basis} ({a.current.predicted_us:.1f} -> "
             f"{a.best.predicted_us:.1f} us); bound by {a.current.ceiling.binding}; {a.why}")
 
 
@@ -54,7 +54,7 @@ def to_github(advices: Sequence[Advice], min_speedup: float) -> str:
             continue
         loc = a.subject.location
         where = f"file={_escape_property(_rel(loc.path))},line={loc.line}," if loc else ""
-        lines.append(f"::warning {where}title=triton-advisor {a.speedup:.2f}x::{_escape_data(message(a))}")
+        lines.append(f"::warning {where}title=triton-advisor {a.speedup:.2f}x {a.basis}::{_escape_data(message(a))}")
     return "\n".join(lines)
 
 
@@ -66,7 +66,8 @@ def to_sarif(advices: Sequence[Advice], min_speedup: float) -> str:
         if not gains(a, min_speedup):
             continue
         result = {"ruleId": "TA001", "level": "warning", "message": {"text": message(a)},
-                  "properties": {"speedup": round(a.speedup, 4), "current": a.current.config.to_dict(),
+                  "properties": {"speedup": round(a.speedup, 4), "basis": a.basis,
+                                 "current": a.current.config.to_dict(),
                                  "suggested": a.best.config.to_dict(), "launch": a.subject.label}}
         loc = a.subject.location
         if loc:
@@ -93,12 +94,12 @@ def render_text(advices: Sequence[Advice], min_speedup: float) -> None:
     for a in advices:
         mark = "bold green" if gains(a, min_speedup) else None
         table.add_row(a.subject.label, a.current.config.label(), f"{a.time_of(a.current):.1f}",
-                      a.best.config.label(), f"{a.time_of(a.best):.1f}", f"{a.speedup:.2f}x",
+                      a.best.config.label(), f"{a.time_of(a.best):.1f}", f"{a.speedup:.2f}x {a.basis}",
                       a.current.ceiling.binding, f"{a.headroom:.2f}x", style=mark)
     console = Console()
     console.print(table)
     for a in advices:
-        if gains(a, min_speedup):
+        if gains(a, min_speedup) or a.basis == "measured":  # a measured config kept: say why
             loc = a.subject.location
             console.print(f"- {a.subject.label}: {a.why}" + (f" [{_rel(loc.path)}:{loc.line}]" if loc else ""),
                           highlight=False, markup=False)

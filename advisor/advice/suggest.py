@@ -250,7 +250,11 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
 
 
 def advise(subjects: Sequence[Subject], top_k: int = 5, confirm: bool = True, measure: int = 0) -> list[Advice]:
-    return [search(s, top_k, confirm, measure=measure) for s in subjects]
+    """Search each subject; a config measured fastest on the GPU stays unless the prediction beats it beyond
+    the model's error (advisor.advice.measured)."""
+    from advisor.advice.measured import weigh
+
+    return [weigh(search(s, top_k, confirm, measure=measure)) for s in subjects]
 
 
 # ------------------------------------------------------------------------------------------ apply
