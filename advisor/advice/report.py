@@ -54,7 +54,7 @@ def to_github(advices: Sequence[Advice], min_speedup: float) -> str:
             continue
         loc = a.subject.location
         where = f"file={_escape_property(_rel(loc.path))},line={loc.line}," if loc else ""
-        lines.append(f"::warning {where}title=triton-advisor {a.speedup:.2f}x {a.basis}::{_escape_data(message(a))}")
+        lines.append(f"::warning {where}title=triton-advisor {a.speedup:.2f}x::{_escape_data(message(a))}")
     return "\n".join(lines)
 
 
