@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the diff and write nothing")
     p.add_argument("--verify", action="store_true",
                    help="(GPU) measure each launch before and after; roll the file back if slower or wrong")
+    p.add_argument("--force-gpu", action="store_true",
+                   help="write advice for --gpu into an engine file named for another GPU (refused otherwise)")
 
     p = sub.add_parser("record", help="run a Python program and capture every Triton launch into a trace",
                        description="Run `python prog.py args` with Triton's launch hooks installed and write every "

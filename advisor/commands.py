@@ -130,7 +130,7 @@ def cmd_tune(args) -> int:
     from advisor.measure import moe_tune
     from advisor.measure import timing as measure
     from kernels.moe_bench import MoEGemmSpec
-    from kernels.moe_configs import config_file_name, write_config_file
+    from kernels.moe_configs import config_file_name, meta_path, write_config_file
     from kernels.moe_presets import get_preset
 
     shape = get_preset(args.preset).shape(args.tp)
@@ -140,12 +140,16 @@ def cmd_tune(args) -> int:
                                  deadline_s=args.deadline, workers=args.workers,
                                  show_progress=sys.stderr.isatty()):
         print(f"{summary['phase']}: {json.dumps(summary)}", file=sys.stderr)
-    table = moe_tune.tuned_table(moe_tune.read_results(args.results), specs)
+    rows = moe_tune.read_results(args.results)
+    table = moe_tune.tuned_table(rows, specs)
     for m, config in table.configs.items():
         print(f"M={m}: {config.label()}")
     if args.write_config:
-        name = config_file_name(e, shape.config_file_n, measure.gpu_name())
-        print("wrote", write_config_file(f"{args.write_config}/{name}", table))
+        device = measure.gpu_name()
+        path = Path(args.write_config) / config_file_name(e, shape.config_file_n, device)
+        # Token counts only in the engines' file; the timings and Triton version in its side file.
+        meta = moe_tune.tuned_meta(rows, specs, device, source=str(args.results))
+        print("wrote", write_config_file(path, table, meta), "and", meta_path(path))
     return 0
 
 
@@ -275,9 +279,15 @@ def cmd_apply(args) -> int:
 
     if args.verify and args.dry_run:
         raise AdvisorError("--verify measures the written configs; it cannot run with --dry-run")
+    if args.verify:
+        import torch
+
+        if not torch.cuda.is_available():  # before anything is written: --verify's rollback needs a GPU
+            raise AdvisorError("--verify measures each launch on a GPU and torch sees none; run it on a CUDA "
+                               "machine, or drop --verify (the .bak keeps the old file)")
     advices = _advices(args)
     check_fit([a for a in advices if a.gains(args.min_speedup)])
-    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup) if e.changed]
+    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup, args.force_gpu) if e.changed]
     if not edits:
         print("nothing to change: every launch already has its best config (or gains too little)")
         return 0
@@ -286,21 +296,39 @@ def cmd_apply(args) -> int:
     if args.dry_run:
         print(f"dry run: {len(edits)} file(s) not written", file=sys.stderr)
         return 0
+    for edit in edits:  # every file writable before the first is written
+        apply.check_writable(edit)
     written = []
-    for edit in edits:
-        backup = apply.write(edit)
-        written.append((edit, backup))
-        print(f"wrote {edit.path}" + (f" (backup {backup})" if backup else ""), file=sys.stderr)
+    try:
+        for edit in edits:
+            backup = apply.write(edit)
+            written.append((edit, backup))
+            print(f"wrote {edit.path}" + (f" (backup {backup})" if backup else ""), file=sys.stderr)
+    except AdvisorError as exc:
+        if not written:
+            raise
+        _restore(written)
+        raise AdvisorError(f"{exc} (the {len(written)} file(s) written before it were restored)") from None
     if args.verify:
         return _verify(advices, written, args.min_speedup)
     return 0
 
 
-def _verify(advices, written, min_speedup: float) -> int:
-    """Measure each changed launch with its old and new config; restore the files if any is slower or wrong."""
+def _restore(written) -> None:
+    """Undo `apply.write`s: each file back from its .bak, a file it created removed."""
     import os
 
     from advisor.advice import apply
+
+    for edit, backup in written:
+        if backup:
+            apply.rollback(edit.path, backup)
+        elif edit.before is None:
+            os.unlink(edit.path)
+
+
+def _verify(advices, written, min_speedup: float) -> int:
+    """Measure each changed launch with its old and new config; restore the files if any is slower or wrong."""
     from advisor.measure.timing import MeasurementError
 
     bad = []
@@ -319,11 +347,7 @@ def _verify(advices, written, min_speedup: float) -> int:
             bad.append(f"{a.subject.label}: slower after ({after:.1f} us vs {before:.1f} us)")
     if not bad:
         return 0
-    for edit, backup in written:
-        if backup:
-            apply.rollback(edit.path, backup)
-        elif edit.before is None:
-            os.unlink(edit.path)
+    _restore(written)
     print("rolled back: " + "; ".join(bad), file=sys.stderr)
     return 1
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.measure.moe_tune import ranked_by_case, read_results, row_config  # noqa: E402
-from kernels.moe_configs import ConfigTable, config_file_name, default_config, write_config_file  # noqa: E402
+from advisor.measure.moe_tune import ranked_by_case, read_results, row_config, tuned_meta, tuned_table  # noqa: E402
+from kernels.moe_bench import MoEGemmSpec  # noqa: E402
+from kernels.moe_configs import config_file_name, default_config, write_config_file  # noqa: E402
 from kernels.moe_presets import get_preset  # noqa: E402
 
 # ANCHORS section 3, H100 column: the engine's fused-MoE GEMM1, best us of its sampled sweep.
@@ -105,18 +106,18 @@ def comparison(rows: list[dict], kernels: list[str]) -> str:
     return "\n".join(lines)
 
 
-def write_configs(table: list[dict], folder: Path, device_name: str, triton_version: str) -> list[Path]:
-    by_shape = defaultdict(dict)
-    for c in table:
-        by_shape[c["shape"]][c["M"]] = c["best"]
+def write_configs(rows: list[dict], folder: Path, device_name: str, source: str, kernel: str) -> list[Path]:
+    """Each shape's fastest config per M as an engine file (token-count keys only) and its side file
+    (Triton version, the timings, the sweep they come from)."""
     paths = []
-    for shape, configs in by_shape.items():
-        if shape not in PRESET_OF_SHAPE:
-            continue
-        name, tp = PRESET_OF_SHAPE[shape]
+    for shape, (name, tp) in PRESET_OF_SHAPE.items():
         moe = get_preset(name).shape(tp)
-        path = folder / config_file_name(moe.num_experts, moe.config_file_n, device_name)
-        paths.append(write_config_file(path, ConfigTable(configs, {"triton_version": triton_version})))
+        e, top_k, k, n = moe.gemm1()
+        specs = [MoEGemmSpec(e, top_k, k, n, m) for m in sorted({int(r["M"]) for r in rows if r["shape"] == shape})]
+        table = tuned_table(rows, specs, kernel)
+        if table.configs:
+            path = folder / config_file_name(moe.num_experts, moe.config_file_n, device_name)
+            paths.append(write_config_file(path, table, tuned_meta(rows, specs, device_name, source, kernel)))
     return paths
 
 
@@ -138,7 +139,7 @@ def main(argv=None) -> int:
     print(markdown(table))
     if args.write_configs:
         sample = next(r for r in rows if r["kernel"] == args.kernel)
-        for path in write_configs(table, args.write_configs, sample["gpu"], sample["triton"]):
+        for path in write_configs(rows, args.write_configs, sample["gpu"], args.csv.as_posix(), args.kernel):
             print("wrote", path)
     return 0
 

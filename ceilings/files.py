@@ -24,6 +24,18 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
 
 def write_atomic(path: Path, data: bytes, mode: int) -> None:
     """A temporary file in the same folder, fsynced, then renamed over `path`."""
+    tmp = stage(path, data, mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    sync_folder(path.parent)
+
+
+def stage(path: Path, data: bytes, mode: int) -> Path:
+    """`data` in a new temporary file beside `path` (same folder, so a rename onto `path` is atomic), fsynced,
+    with `mode`; the caller renames it over `path` or unlinks it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -32,12 +44,16 @@ def write_atomic(path: Path, data: bytes, mode: int) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    try:  # make the rename itself durable; not every platform lets a folder be opened
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+    return Path(tmp)
+
+
+def sync_folder(folder: Path) -> None:
+    """Make renames in `folder` durable; not every platform lets a folder be opened."""
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY)
     except OSError:
         return
     try:

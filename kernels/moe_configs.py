@@ -3,14 +3,21 @@
 File names and content follow the engines (ANCHORS section 2):
 `E={E},N={N},device_name={name}[,dtype=...][,block_shape=[bn,bk]].json` holding
 `{"<M>": {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"}}`,
-written with a 4-space indent and a final newline. Other top-level keys (the engines record
-`"triton_version"`) are kept and written before the token counts, where the engines put them, so a
-file in the engines' layout reads and writes back byte-identical.
+written with a 4-space indent and a final newline.
+
+Every key of a file this project writes is a token count: vLLM up to 0.9.2 (and SGLang of the same
+time) read a file as `{int(key): value}` and fail on any other key. Newer engine tuners add a
+`"triton_version"` key; a file that has one keeps it (written before the token counts, where the
+engines put it, so the file reads and writes back byte-identical), but nothing here adds one. What we
+know about a file's configs (the Triton version, the GPU, which entries were measured and how fast)
+goes to a side file beside it, `<file name>.meta` (JSON), which the engines never open: they look
+config files up by their exact name.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +52,8 @@ def config_file_name(num_experts: int, n: int, device_name: str, dtype: str | No
 
 @dataclass
 class ConfigTable:
-    """Configs by token count M, plus the file's other top-level keys in their order."""
+    """Configs by token count M, plus the top-level keys of a read file that are not token counts, in
+    their order (kept when the file is written back; tables built here have none)."""
 
     configs: dict[int, Config]
     extras: dict[str, Any] = field(default_factory=dict)
@@ -105,12 +113,110 @@ def format_config_table(table: ConfigTable) -> str:
     return json.dumps(table.to_json_object(), indent=4) + "\n"
 
 
-def write_config_file(path: str | os.PathLike, table: ConfigTable) -> Path:
-    """Write atomically: a temporary file in the same folder, then a rename over the target."""
+def write_config_file(path: str | os.PathLike, table: ConfigTable, meta: ConfigMeta | None = None) -> Path:
+    """Write atomically: a temporary file in the same folder, then a rename over the target; `meta` goes
+    to the side file (`meta_path`), never into the engines' file."""
     path = Path(path)
     text = format_config_table(table)
     atomic_write(path, text.encode())
+    if meta is not None:
+        write_config_meta(path, meta)
     return path
+
+
+# ------------------------------------------------------------------------------------------------
+# The side file: where a file's configs come from (the engines never read it).
+# ------------------------------------------------------------------------------------------------
+META_SUFFIX = ".meta"
+
+
+def meta_path(path: str | os.PathLike) -> Path:
+    """The side file of a config file: its full name plus `.meta` (not `*.json`, so globs of config files
+    and the engines' exact-name lookup never pick it up)."""
+    path = Path(path)
+    return path.with_name(path.name + META_SUFFIX)
+
+
+@dataclass(frozen=True)
+class MeasuredEntry:
+    """An entry's config timed on the file's GPU: the fastest of `compared` configs timed for that M.
+
+    `us` is the time of the launch that was swept (GEMM1 of the layer for `advisor tune`)."""
+
+    config: Config
+    us: float
+    compared: int
+
+
+@dataclass
+class ConfigMeta:
+    """A config file's provenance: the GPU and Triton version its configs were measured with, the entries
+    measured (by token count) and the sweep they come from."""
+
+    device_name: str
+    triton_version: str | None = None
+    measured: dict[int, MeasuredEntry] = field(default_factory=dict)
+    source: str = ""
+
+    def to_json_object(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"device_name": self.device_name}
+        if self.triton_version:
+            obj["triton_version"] = self.triton_version
+        if self.source:
+            obj["source"] = self.source
+        obj["measured"] = {str(m): {"config": e.config.to_engine_entry(), "us": round(e.us, 3),
+                                    "compared": e.compared} for m, e in sorted(self.measured.items())}
+        return obj
+
+
+def parse_config_meta(text: str, where: str = "config side file") -> ConfigMeta:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AdvisorError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno}); fix or delete the side "
+                           "file (the config file beside it does not need it)") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("device_name"), str):
+        raise AdvisorError(f"{where}: expected an object with a \"device_name\"; fix or delete the side file")
+    measured: dict[int, MeasuredEntry] = {}
+    records = obj.get("measured", {})
+    if not isinstance(records, dict):
+        raise AdvisorError(f"{where}: \"measured\" must map token counts to records; fix or delete the side file")
+    for key, record in records.items():
+        what = f"{where}: measured entry {key!r}"
+        if not key.isascii() or not key.isdigit() or not isinstance(record, dict):
+            raise AdvisorError(f"{what} must be a token count holding {{\"config\", \"us\", \"compared\"}}")
+        us, compared = record.get("us"), record.get("compared")
+        if not (isinstance(us, int | float) and not isinstance(us, bool) and math.isfinite(us) and us > 0
+                and isinstance(compared, int) and not isinstance(compared, bool) and compared >= 1):
+            raise AdvisorError(f"{what}: \"us\" must be a positive time and \"compared\" a positive count")
+        measured[int(key)] = MeasuredEntry(Config.from_engine_entry(record.get("config"), what), float(us), compared)
+    version = obj.get("triton_version")
+    return ConfigMeta(obj["device_name"], version if isinstance(version, str) else None, measured,
+                      obj.get("source", "") if isinstance(obj.get("source"), str) else "")
+
+
+def read_config_meta(path: str | os.PathLike) -> ConfigMeta | None:
+    """The side file of config file `path`, or None when it has none."""
+    side = meta_path(path)
+    try:
+        text = side.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AdvisorError(f"side file {side} cannot be read ({exc.__class__.__name__}); check its permissions "
+                           "or delete it") from None
+    return parse_config_meta(text, str(side))
+
+
+def format_config_meta(meta: ConfigMeta) -> str:
+    return json.dumps(meta.to_json_object(), indent=4) + "\n"
+
+
+def write_config_meta(path: str | os.PathLike, meta: ConfigMeta) -> Path:
+    """Write the side file of config file `path` atomically; returns the side file's path."""
+    side = meta_path(path)
+    atomic_write(side, format_config_meta(meta).encode())
+    return side
 
 
 def default_config(m: int, num_experts: int, top_k: int) -> Config:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import stat
@@ -164,14 +165,13 @@ def test_shipped_files_with_their_own_entries_do_not_change(path):
 def test_new_engine_file_has_sorted_keys_and_engine_layout(tmp_path):
     path = tmp_path / "E=8,N=7168,device_name=NVIDIA_H200.json"
     edit = plan_engine_json(path, {64: moe(64, 128, 64, 16, 4, 4), 1: moe(16, 64, 128, 1, 4, 4),
-                                   16: moe(16, 64, 256, 1, 4, 3)}, triton_version="3.9.0")
+                                   16: moe(16, 64, 256, 1, 4, 3)})
     assert edit.before is None and edit.digest == "" and edit.changed
     assert edit.what == "3 entries of E=8,N=7168,device_name=NVIDIA_H200 (M=1, 16, 64), new file"
     assert edit.diff().startswith(f"--- /dev/null\n+++ b/{str(path).lstrip('/')}\n")
     assert write(edit) is None  # nothing to back up
     assert path.read_text() == """\
 {
-    "triton_version": "3.9.0",
     "1": {
         "BLOCK_SIZE_M": 16,
         "BLOCK_SIZE_N": 64,
@@ -560,3 +560,185 @@ def test_check_fits_names_the_config_and_the_reason():
                               "M256 N256 K128 G1 w4 s4: accumulator needs 512 registers per thread")
     with pytest.raises(AdvisorError, match="M128 N256 K64 G8 w8 s3: it has no parameter BLOCK_SIZE_M"):
         check_fits([mm(128, 256, 64, 8, 8, 3)], 232448, resource_precheck)
+
+
+# ------------------------------------------------------------------------------------------------
+# apply keeps its promises (issue 12): a hand edit is never overwritten, read-only and immutable files
+# are refused without a stray .bak, an entry's own keys stay, a file named for one GPU is not given
+# another's advice unless forced, --verify needs a GPU before anything is written.
+# ------------------------------------------------------------------------------------------------
+def test_a_hand_edit_between_read_and_write_is_refused(engine_file):
+    edit = plan_engine_json(engine_file, ENGINE_ENTRIES)  # apply reads the file ...
+    hand_edit = engine_file.read_text().replace('"num_warps": 4', '"num_warps": 8', 1)
+    engine_file.write_text(hand_edit)  # ... someone saves the file ...
+    with pytest.raises(AdvisorError, match="changed since it was read; run again"):
+        write(edit)  # ... apply writes: refused, the hand edit stays
+    assert engine_file.read_text() == hand_edit
+    assert files_in(engine_file.parent) == {ENGINE_NAME}
+
+
+def test_a_hand_edit_while_apply_writes_is_refused(engine_file, monkeypatch):
+    """The bytes are compared again immediately before the rename, after the new file and backup are staged."""
+    import advisor.advice.edit as edit_module
+
+    edit = plan_engine_json(engine_file, ENGINE_ENTRIES)
+    hand_edit = engine_file.read_text() + "\n"
+    staged = []
+
+    def stage_then_someone_saves(path, data, mode):
+        tmp = real_stage(path, data, mode)
+        staged.append(tmp)
+        engine_file.write_text(hand_edit)
+        return tmp
+
+    real_stage = edit_module.stage
+    monkeypatch.setattr(edit_module, "stage", stage_then_someone_saves)
+    with pytest.raises(AdvisorError, match="changed while it was being written; nothing written"):
+        write(edit)
+    assert staged and engine_file.read_text() == hand_edit
+    assert files_in(engine_file.parent) == {ENGINE_NAME}  # no .bak, no temporary files
+
+
+def test_unknown_keys_inside_an_entry_are_kept(tmp_path):
+    path = tmp_path / "E=8,N=7168,device_name=AMD_Instinct_MI300X.json"
+    path.write_text('{\n    "1": {\n        "BLOCK_SIZE_M": 16,\n        "BLOCK_SIZE_N": 32,\n'
+                    '        "BLOCK_SIZE_K": 64,\n        "GROUP_SIZE_M": 1,\n        "num_warps": 4,\n'
+                    '        "num_stages": 2,\n        "waves_per_eu": 0,\n        "kpack": 2\n    }\n}\n')
+    write(plan_engine_json(path, {1: moe(32, 64, 128, 8, 8, 2)}))
+    assert read_config_file(path).configs[1].params == {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128,
+                                                        "GROUP_SIZE_M": 8, "waves_per_eu": 0, "kpack": 2}
+    assert list(json.loads(path.read_text())["1"]) == [
+        "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages", "waves_per_eu",
+        "kpack"]
+
+
+def test_a_read_only_file_is_refused(engine_file):
+    before = engine_file.read_bytes()
+    engine_file.chmod(0o444)
+    with pytest.raises(AdvisorError, match=r"is read-only \(mode 444\); make it writable \(chmod u\+w\)"):
+        write(plan_engine_json(engine_file, ENGINE_ENTRIES))
+    assert engine_file.read_bytes() == before and stat.S_IMODE(engine_file.stat().st_mode) == 0o444
+    assert files_in(engine_file.parent) == {ENGINE_NAME}
+
+
+def test_a_file_that_cannot_be_replaced_leaves_no_bak(engine_file, monkeypatch):
+    """An immutable file (chattr +i) refuses the rename over it: nothing written, an earlier .bak untouched."""
+    earlier = backup_path(engine_file)
+    earlier.write_text("an earlier backup\n")
+    before = engine_file.read_bytes()
+    real_replace = os.replace
+
+    def immutable(src, dst):
+        if Path(dst) == engine_file:
+            raise PermissionError(1, "Operation not permitted")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", immutable)
+    with pytest.raises(AdvisorError, match="cannot be written .*Operation not permitted.*immutable"):
+        write(plan_engine_json(engine_file, ENGINE_ENTRIES))
+    assert engine_file.read_bytes() == before and earlier.read_text() == "an earlier backup\n"
+    assert files_in(engine_file.parent) == {ENGINE_NAME, earlier.name}
+
+
+def test_a_really_immutable_file_leaves_no_bak(engine_file):
+    import subprocess
+
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(engine_file)],
+                                                        capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root and a file system that has it)")
+    try:
+        with pytest.raises(AdvisorError, match="cannot be written"):
+            write(plan_engine_json(engine_file, ENGINE_ENTRIES))
+        assert files_in(engine_file.parent) == {ENGINE_NAME}
+    finally:
+        subprocess.run(["chattr", "-i", str(engine_file)], check=True)
+
+
+def test_an_unwritable_folder_leaves_no_bak(engine_file, monkeypatch):
+    import advisor.advice.edit as edit_module
+
+    def no_room(path, data, mode):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(edit_module, "stage", no_room)
+    with pytest.raises(AdvisorError, match="cannot be written .*Permission denied"):
+        write(plan_engine_json(engine_file, ENGINE_ENTRIES))
+    assert files_in(engine_file.parent) == {ENGINE_NAME}
+
+
+ONE_ENTRY = {1: moe(16, 32, 128, 1, 4, 3)}
+
+
+@pytest.fixture
+def h100_file(tmp_path) -> Path:
+    """An engine file named for the H100 with one entry (one launch to advise: the CLI tests stay quick)."""
+    from kernels.moe_configs import ConfigTable, write_config_file
+
+    return write_config_file(tmp_path / "E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json", ConfigTable(ONE_ENTRY))
+
+
+def test_advice_for_another_gpu_is_refused_unless_forced(h100_file, capsys):
+    from advisor.cli import main
+
+    before = h100_file.read_bytes()
+    assert main(["apply", str(h100_file), "--gpu", "h200", "--no-confirm", "--min-speedup", "1.0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "is read on NVIDIA H100 80GB HBM3, but the advice is for NVIDIA H200" in err
+    assert "--force-gpu" in err
+    assert h100_file.read_bytes() == before and files_in(h100_file.parent) == {h100_file.name}
+    # Forced: the H200's advice goes into the H100's file.
+    assert main(["apply", str(h100_file), "--gpu", "h200", "--no-confirm", "--min-speedup", "1.0",
+                 "--force-gpu", "--dry-run"]) == 0
+    assert "is read on" not in capsys.readouterr().err
+
+
+def test_verify_without_a_gpu_writes_nothing(h100_file, capsys):
+    import torch
+
+    from advisor.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    before = h100_file.read_bytes()
+    assert main(["apply", str(h100_file), "--verify", "--min-speedup", "1.0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("advisor: error: --verify measures each launch on a GPU and torch sees none")
+    assert "\n" not in err
+    assert h100_file.read_bytes() == before and files_in(h100_file.parent) == {h100_file.name}
+
+
+def test_apply_checks_every_file_before_writing_any(tmp_path, engine_file, capsys, monkeypatch):
+    """The second file is read-only: the first is not written either."""
+    from advisor import commands
+
+    other = tmp_path / "other" / ENGINE_NAME
+    other.parent.mkdir()
+    shutil.copyfile(engine_file, other)
+    other.chmod(0o444)
+    edits = [plan_engine_json(engine_file, ENGINE_ENTRIES), plan_engine_json(other, ENGINE_ENTRIES)]
+    monkeypatch.setattr(commands, "_advices", lambda args: [])
+    monkeypatch.setattr("advisor.advice.suggest.plan_apply", lambda *a, **k: edits)
+    before = engine_file.read_bytes()
+    from advisor.cli import main
+
+    assert main(["apply", str(engine_file)]) == 2
+    assert "read-only" in capsys.readouterr().err
+    assert engine_file.read_bytes() == before and files_in(engine_file.parent) == {ENGINE_NAME, "other"}
+
+
+def test_apply_restores_what_it_wrote_when_a_later_file_fails(tmp_path, engine_file, capsys, monkeypatch):
+    from advisor import commands
+    from advisor.cli import main
+
+    other = tmp_path / "other" / ENGINE_NAME
+    other.parent.mkdir()
+    shutil.copyfile(engine_file, other)
+    edits = [plan_engine_json(engine_file, ENGINE_ENTRIES), plan_engine_json(other, ENGINE_ENTRIES)]
+    other.write_text(other.read_text() + "\n")  # a hand edit of the second file after it was read
+    monkeypatch.setattr(commands, "_advices", lambda args: [])
+    monkeypatch.setattr("advisor.advice.suggest.plan_apply", lambda *a, **k: edits)
+    before = engine_file.read_bytes()
+    assert main(["apply", str(engine_file)]) == 2
+    err = capsys.readouterr().err
+    assert "changed since it was read" in err and "the 1 file(s) written before it were restored" in err
+    assert engine_file.read_bytes() == before

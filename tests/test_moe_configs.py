@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -13,14 +14,19 @@ from kernels.fused_moe import CONFIG_SPACE
 from kernels.moe_configs import (
     ENGINE_M_KEYS,
     SHIPPED_DIR,
+    ConfigMeta,
     ConfigTable,
+    MeasuredEntry,
     config_file_name,
     default_config,
     device_file_name,
+    format_config_meta,
     format_config_table,
     get_config,
+    meta_path,
     parse_config_text,
     read_config_file,
+    read_config_meta,
     write_config_file,
 )
 from kernels.moe_presets import get_preset
@@ -419,3 +425,53 @@ def test_shipped_configs_are_well_formed():
         for config in table.configs.values():
             for key, value in config.to_engine_entry().items():
                 assert value in CONFIG_SPACE[key], f"{path.name}: {key}={value}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Side files: what a file's configs rest on, kept out of the engines' file (issue 12)
+# ------------------------------------------------------------------------------------------------
+def test_side_file_round_trip_and_the_engine_file_gets_no_key(tmp_path):
+    meta = ConfigMeta(H100, "3.6.0", {64: MeasuredEntry(cfg(64, 128, 128, 1, 4, 4), 313.0024, 347)}, "s.csv")
+    path = write_config_file(tmp_path / config_file_name(8, 7168, H100), ConfigTable({64: cfg(64, 128, 128, 1, 4, 4)}),
+                             meta)
+    assert meta_path(path).name == path.name + ".meta"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, path.name + ".meta"]
+    assert list(json.loads(path.read_text())) == ["64"]  # token counts only
+    back = read_config_meta(path)
+    assert back == ConfigMeta(H100, "3.6.0", {64: MeasuredEntry(cfg(64, 128, 128, 1, 4, 4), 313.002, 347)}, "s.csv")
+    assert format_config_meta(back) == meta_path(path).read_text()
+    assert read_config_meta(tmp_path / "E=1,N=1,device_name=None.json") is None
+
+
+def test_a_file_with_a_triton_version_key_keeps_it_and_nothing_adds_one(tmp_path):
+    """Newer engine tuners write "triton_version": such a file keeps its own key; tables built here have none."""
+    table = parse_config_text(FIXTURE)
+    assert format_config_table(table) == FIXTURE
+    assert '"triton_version"' not in format_config_table(ConfigTable(table.configs))
+
+
+@pytest.mark.parametrize("text, detail", [
+    ("{oops", "not valid JSON"),
+    ('{"measured": {}}', "device_name"),
+    ('{"device_name": "X", "measured": [1]}', "measured"),
+    ('{"device_name": "X", "measured": {"a": {}}}', "token count"),
+    ('{"device_name": "X", "measured": {"1": {"config": {}, "us": 0, "compared": 1}}}', "positive time"),
+    ('{"device_name": "X", "measured": {"1": {"config": {}, "us": 1.5, "compared": 1}}}', "missing"),
+])
+def test_bad_side_file(tmp_path, text, detail):
+    path = tmp_path / config_file_name(8, 7168, H100)
+    meta_path(path).write_text(text)
+    with pytest.raises(AdvisorError) as info:
+        read_config_meta(path)
+    assert str(meta_path(path)) in str(info.value) and detail in str(info.value)
+
+
+@pytest.mark.parametrize("path", sorted(SHIPPED_DIR.glob("*.json")), ids=lambda p: p.name)
+def test_shipped_files_have_side_files_of_their_measurements(path):
+    """Each shipped entry was the fastest timed config of the sweep named in its side file, on the file's GPU."""
+    meta = read_config_meta(path)
+    assert meta is not None and meta.triton_version == "3.6.0"
+    assert device_file_name(meta.device_name) in path.name
+    assert (SHIPPED_DIR.parents[1] / meta.source).exists()
+    assert {m: e.config for m, e in meta.measured.items()} == read_config_file(path).configs
+    assert all(e.compared > 50 and e.us > 0 for e in meta.measured.values())

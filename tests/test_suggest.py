@@ -232,19 +232,23 @@ def test_apply_verify_rolls_back_a_slower_or_wrong_config(outcome, capsys, tmp_p
             return 120.0
         return run
 
+    import torch
+
     monkeypatch.setattr(FamilySubject, "measurer", fake_measurer)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # --verify checks for a GPU first
     code, out, err = run_cli(["apply", str(path), "--min-speedup", "1.0", "--no-confirm", "--verify"], capsys)
     assert code == 1 and "rolled back" in err
     assert path.read_bytes() == before
 
 
 def test_apply_refuses_configs_that_do_not_fit_the_files_gpu(capsys, tmp_path):
-    """Advice computed for an H100 written into an L4's file: the H100's large tiles need more shared memory
+    """Advice computed for an H100 forced into an L4's file: the H100's large tiles need more shared memory
     than an L4 block has, so nothing is written."""
     path = tmp_path / "E=8,N=7168,device_name=NVIDIA_L4.json"
     shutil.copy(H100_FILE, path)
     before = path.read_bytes()
-    code, out, err = run_cli(["apply", str(path), "--gpu", "h100", "--min-speedup", "1.0", "--no-confirm"], capsys)
+    code, out, err = run_cli(["apply", str(path), "--gpu", "h100", "--min-speedup", "1.0", "--no-confirm",
+                              "--force-gpu"], capsys)
     assert code == 2 and "does not fit NVIDIA L4" in err and len(err.strip().splitlines()) == 1
     assert path.read_bytes() == before and not (tmp_path / (path.name + ".bak")).exists()
 

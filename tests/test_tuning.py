@@ -18,7 +18,7 @@ from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from kernels.fused_moe import CONFIG_SPACE, config_space, resource_precheck
 from kernels.moe_bench import MoEGemmSpec, describe_launch
-from kernels.moe_configs import default_config, format_config_table, parse_config_text
+from kernels.moe_configs import MeasuredEntry, default_config, format_config_table, parse_config_text
 
 HOPPER = 227 * 1024
 
@@ -85,10 +85,15 @@ def test_ranking_refinement_and_tuned_table():
     assert {c.num_stages for c in variants} == set(CONFIG_SPACE["num_stages"])
 
     table = moe_tune.tuned_table(rows, [spec])
-    assert table.configs == {64: fast} and table.extras == {"triton_version": "3.6.0"}
+    # Token counts only (vLLM 0.9.2 reads every key with int()); the Triton version goes to the side file.
+    assert table.configs == {64: fast} and table.extras == {}
     text = format_config_table(table)
     assert parse_config_text(text).lookup(1) == fast
-    assert text.startswith('{\n    "triton_version": "3.6.0",\n    "64": {\n        "BLOCK_SIZE_M": 64,')
+    assert text.startswith('{\n    "64": {\n        "BLOCK_SIZE_M": 64,')
+    meta = moe_tune.tuned_meta(rows, [spec], "NVIDIA H100 80GB HBM3", "sweep.csv")
+    assert meta.triton_version == "3.6.0" and meta.source == "sweep.csv"
+    # The fastest fully timed config, compared with the other configs timed (a "slow" row was timed once).
+    assert meta.measured == {64: MeasuredEntry(fast, 310.5, 4)}
 
 
 def test_top_configs_unions_cases():

@@ -179,9 +179,9 @@ def gemm_parts(subject: Subject) -> list[FamilySubject]:
 
 def engine_entries(advices, config_dir: str | Path | None, min_speedup: float) -> dict[Path, dict[int, tuple]]:
     """The engine-file entries to write for the advices of fused-MoE launches, {file: {M: (config, GEMM
-    spec)}}: the file each was read from, else a new file in `config_dir` (by default the project's
-    kernels/configs). Every advised token count gets its entry (the current config where nothing gains),
-    so adding keys never moves another advised M to a different nearest key."""
+    spec, the GPU advised for)}}: the file each was read from, else a new file in `config_dir` (by default
+    the project's kernels/configs). Every advised token count gets its entry (the current config where
+    nothing gains), so adding keys never moves another advised M to a different nearest key."""
     from kernels.moe_configs import SHIPPED_DIR, config_file_name
 
     engine: dict[Path, dict[int, tuple]] = {}
@@ -195,22 +195,25 @@ def engine_entries(advices, config_dir: str | Path | None, min_speedup: float) -
         else:
             path = Path(config_dir or SHIPPED_DIR) / config_file_name(spec.num_experts, spec.engine_file_n,
                                                                        a.subject.spec.name)
-        engine.setdefault(path, {})[spec.m] = (a.best.config if a.gains(min_speedup) else a.current.config, spec)
+        config = a.best.config if a.gains(min_speedup) else a.current.config
+        engine.setdefault(path, {})[spec.m] = (config, spec, a.subject.spec.name)
     return engine
 
 
-def engine_edits(engine: dict[Path, dict[int, tuple]]) -> list:
-    """The edits of `engine_entries`, after checking that every config fits the GPU its file is for."""
+def engine_edits(engine: dict[Path, dict[int, tuple]], force_gpu: bool = False) -> list:
+    """The edits of `engine_entries`, after checking that every config fits the GPU its file is for (and,
+    unless `force_gpu`, that the advice is for that GPU)."""
     from advisor.advice import apply
 
     for path, entries in engine.items():
-        check_file_gpu(path, entries)
-    return [apply.plan_engine_json(path, {m: config for m, (config, _) in entries.items()})
+        check_file_gpu(path, entries, force_gpu)
+    return [apply.plan_engine_json(path, {m: config for m, (config, _, _) in entries.items()})
             for path, entries in engine.items()]
 
 
-def check_file_gpu(path: Path, entries: dict[int, tuple]) -> None:
-    """An engine file is read on the GPU its name gives: every config written into it must fit that GPU."""
+def check_file_gpu(path: Path, entries: dict[int, tuple], force_gpu: bool = False) -> None:
+    """An engine file is read on the GPU its name gives: advice for another GPU goes in only when forced,
+    and every config written into it must fit that GPU."""
     from ceilings.hardware import get_spec
     from ceilings.validate import config_problem
 
@@ -218,8 +221,13 @@ def check_file_gpu(path: Path, entries: dict[int, tuple]) -> None:
     if not m:
         return
     spec = get_spec(m.group(3))  # the file names the GPU it is for
+    others = sorted({advised for _, _, advised in entries.values()} - {spec.name})
+    if others and not force_gpu:
+        raise AdvisorError(f"{path.name} is read on {spec.name}, but the advice is for {', '.join(others)}; write it "
+                           f"to that GPU's file (--config-dir DIR), advise for {spec.name} (--gpu), or pass "
+                           "--force-gpu")
     fam = family()
-    for tokens, (config, gemm) in sorted(entries.items(), key=lambda item: item[0]):
+    for tokens, (config, gemm, _) in sorted(entries.items(), key=lambda item: item[0]):
         why = config_problem(config, spec, lambda c, g=gemm: fam.precheck(c, spec, g))
         if why:
             raise AdvisorError(f"{path.name}: {config.label()} for M={tokens} does not fit {spec.name}, the GPU the "

@@ -44,7 +44,8 @@ def _rel(path: str) -> str:
 
 
 def _how(a: Advice) -> str:
-    return "measured" if a.measured else "predicted"
+    """What the verdict rests on: timings of this run, a measured-best record it keeps, or the model."""
+    return "measured" if a.measured else a.basis
 
 
 def message(a: Advice) -> str:
@@ -107,7 +108,8 @@ def to_sarif(advices: Sequence[Advice], min_speedup: float) -> str:
         if not is_finding(a, min_speedup):
             continue
         props = {"current": a.current.config.to_dict(), "suggested": a.best.config.to_dict(),
-                 "launch": a.subject.label, "gpu": a.subject.spec.name}
+                 "launch": a.subject.label, "gpu": a.subject.spec.name,
+                 "basis": _how(a)}
         if a.cannot_run:
             result = {"ruleId": _CANNOT_RUN, "level": "error", "message": {"text": message(a)},
                       "properties": {**props, "reason": a.cannot_run}}
@@ -171,17 +173,22 @@ def render_text(advices: Sequence[Advice], min_speedup: float, width: int | None
                           "-", "-", style=mark)
             continue
         table.add_row(label, a.current.config.label(), f"{a.time_of(a.current):.1f}",
-                      a.best.config.label(), f"{a.time_of(a.best):.1f}", f"{a.speedup:.2f}x",
+                      a.best.config.label(), f"{a.time_of(a.best):.1f}",
+                      f"{a.speedup:.2f}x" + ("*" if _how(a) == "measured" else ""),
                       a.current.ceiling.binding, f"{a.headroom:.2f}x", style=mark)
     console.print(table)
     findings = [a for a in advices if is_finding(a, min_speedup)]
     console.print(f"{len(findings)} finding(s): a gain over {min_speedup:.2f}x (bold) or a config that cannot run",
                   highlight=False, markup=False)
-    for a in findings:
-        loc = a.subject.location
-        console.print(f"- {a.subject.label}: {a.why}" + (f" [{_rel(loc.path)}:{loc.line}]" if loc else ""),
-                      highlight=False, markup=False)
-    console.print(f"gain: current time over suggested; {HEADROOM_NOTE}; bound: the binding pipeline of the current "
-                  f"config; {LABEL_LEGEND}.", highlight=False, markup=False, style="dim")
+    for a in advices:
+        if is_finding(a, min_speedup) or a.basis == "measured":  # a measured config kept: say why
+            loc = a.subject.location
+            console.print(f"- {a.subject.label}: {a.why}" + (f" [{_rel(loc.path)}:{loc.line}]" if loc else ""),
+                          highlight=False, markup=False)
+    starred = ("*: the verdict rests on measurements on this GPU, " if any(_how(a) == "measured" for a in advices)
+               else "")
+    console.print(f"gain: current time over suggested ({starred}otherwise on the model's predictions); "
+                  f"{HEADROOM_NOTE}; bound: the binding pipeline of the current config; {LABEL_LEGEND}.",
+                  highlight=False, markup=False, style="dim")
     if measured:
         console.print(f"timed on this GPU: {sum(a.measured for a in advices)} configs", highlight=False)

@@ -106,6 +106,7 @@ class Advice:
     measured: int = 0                      # configs timed on a GPU (--measure)
     why: str = ""
     cannot_run: str | None = None          # why the current config cannot run on the GPU (a finding)
+    basis: str = "predicted"               # what the verdict rests on (advisor.advice.measured.weigh)
 
     @property
     def best(self) -> Candidate:
@@ -139,7 +140,7 @@ class Advice:
                 "speedup": round(self.speedup, 4), "headroom": round(self.headroom, 4),
                 "binding": self.current.ceiling.binding, "why": self.why,
                 "ranked": [c.to_json() for c in self.ranked], "considered": self.considered,
-                "pruned": dict(self.pruned), "measured": self.measured}
+                "pruned": dict(self.pruned), "measured": self.measured, "basis": self.basis}
 
 
 # ----------------------------------------------------------------------------------------------- ranking
@@ -163,6 +164,10 @@ def _model(gpu: GPU):
     from advisor.model.predict import model_for
 
     return model_for(gpu)
+
+
+# A speed-up below this prints as 1.00x: no gain (`search` keeps the current config, `explain` says so).
+NO_GAIN = 1.005
 
 
 def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, measure: int = 0) -> Advice:
@@ -214,8 +219,9 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
             cand.measured_us = current.measured_us if cand.config == current.config else run(cand.config)
         advice.measured = 1 + sum(1 for c in finalists if c.config != current.config)
         finalists.sort(key=lambda c: c.measured_us if c.measured_us is not None else math.inf)
-    if advice.ranked and advice.speedup < 1.0:
-        # Nothing ranked beats the current config: it stays the suggestion (listed once).
+    if advice.ranked and advice.speedup < NO_GAIN:
+        # Nothing ranked beats the current config by a gain the report can show: it stays the suggestion
+        # (listed once), so a "1.00x" is never reported as a change.
         advice.ranked = [current] + [c for c in advice.ranked if c.config != current.config]
     advice.why = explain(advice)
     return advice
@@ -236,7 +242,7 @@ def explain(advice: Advice) -> str:
             return f"the current config cannot run on {s.spec.name}: {advice.cannot_run}; no config searched can"
         return (f"the current config cannot run on {s.spec.name}: {advice.cannot_run}; {best.config.label()} is the "
                 f"fastest {'measured' if advice.measured else 'predicted'} config that can")
-    if best.config == cur.config or advice.speedup < 1.005:
+    if best.config == cur.config or advice.speedup < NO_GAIN:
         eff = cur.ceiling.ceiling_us / advice.time_of(cur)
         return (f"the current config is already the best found; it runs at {eff:.0%} of its ceiling, "
                 f"bound by {cur.ceiling.binding}")

@@ -140,16 +140,22 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
 
 
 def advise(subjects: Sequence[Subject], top_k: int = 5, confirm: bool = True, measure: int = 0) -> list[Advice]:
-    return [search(s, top_k, confirm, measure=measure) for s in subjects]
+    """Search each subject; a config measured fastest on the GPU stays unless the prediction beats it beyond
+    the model's error (advisor.advice.measured)."""
+    from advisor.advice.measured import weigh
+
+    return [weigh(search(s, top_k, confirm, measure=measure)) for s in subjects]
 
 
 # ------------------------------------------------------------------------------------------ apply
 
-def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, min_speedup: float = 1.0) -> list:
+def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, min_speedup: float = 1.0,
+               force_gpu: bool = False) -> list:
     """The edits that write each advice's best config where the launch reads it (advisor.advice.apply.Edit list):
     fused-MoE launches into their engine config file (the file they were read from, else a new file in
     `config_dir`, by default the project's kernels/configs; advisor.advice.moe); autotuned kernels into their
-    @triton.autotune list. Only advices that gain more than `min_speedup` are written."""
+    @triton.autotune list. Only advices that gain more than `min_speedup` are written. Advice for one GPU
+    goes into an engine file named for another only with `force_gpu`."""
     from advisor.advice import apply
 
     engine = moe.engine_entries(advices, config_dir, min_speedup)
@@ -164,7 +170,7 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
             where = f"{loc.path}:{loc.line}" if loc else s.label
             raise AdvisorError(f"{s.label}: its config is chosen by code ({where}), not read from a config file or an "
                                "autotune list; change it there by hand")
-    edits = moe.engine_edits(engine)
+    edits = moe.engine_edits(engine, force_gpu)
     edits += [apply.plan_autotune(path, kernel, list(dict.fromkeys(configs)), mode="add")
               for (path, kernel), configs in autotune.items()]
     return edits

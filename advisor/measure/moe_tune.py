@@ -16,7 +16,7 @@ from advisor.model.dataset import read_results
 from ceilings.launch import Config
 from kernels import fused_moe as fm
 from kernels.moe_bench import MoEGemmSpec, compile_config, row_config
-from kernels.moe_configs import ConfigTable
+from kernels.moe_configs import ConfigMeta, ConfigTable, MeasuredEntry
 
 # The config sets are the family's (kernels/moe_family.py); named here too for the tuning's callers.
 from kernels.moe_family import (  # noqa: F401
@@ -95,10 +95,29 @@ def tune(specs: Sequence[MoEGemmSpec], results_csv: str | Path, *, configs: Sequ
 
 
 def tuned_table(rows: list[dict], specs: Sequence[MoEGemmSpec], kernel: str = KERNEL) -> ConfigTable:
-    """The fastest fully timed config per M of `specs` (one shape), as an engine config table."""
+    """The fastest fully timed config per M of `specs` (one shape), as an engine config table.
+
+    Token counts are its only keys (the format every engine release reads); the Triton version and the
+    timings go to the side file, `tuned_meta`."""
     ranked = ranked_by_case(rows, kernel)
     configs = {s.m: row_config(ranked[(s.shape_label, s.m)][0]) for s in specs
                if ranked.get((s.shape_label, s.m))}
-    versions = {r["triton"] for r in rows if r["kernel"] == kernel}
-    extras = {"triton_version": versions.pop()} if len(versions) == 1 else {}
-    return ConfigTable(configs, extras)
+    return ConfigTable(configs)
+
+
+def tuned_meta(rows: list[dict], specs: Sequence[MoEGemmSpec], device_name: str, source: str = "",
+               kernel: str = KERNEL) -> ConfigMeta:
+    """The side file of `tuned_table`: each M's fastest config with its time and how many configs were timed
+    (fully timed, or stopped early as over 1.5x the case's fastest), and the sweep's Triton version."""
+    ranked = ranked_by_case(rows, kernel)
+    timed = defaultdict(int)
+    for r in rows:
+        if r["kernel"] == kernel and r["status"] in ("ok", "slow"):
+            timed[(r["shape"], int(r["M"]))] += 1
+    measured = {}
+    for s in specs:
+        best = ranked.get((s.shape_label, s.m))
+        if best:
+            measured[s.m] = MeasuredEntry(row_config(best[0]), float(best[0]["us"]), timed[(s.shape_label, s.m)])
+    versions = {r["triton"] for r in rows if r["kernel"] == kernel and r.get("triton")}
+    return ConfigMeta(device_name, versions.pop() if len(versions) == 1 else None, measured, source)
