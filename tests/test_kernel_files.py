@@ -354,7 +354,10 @@ def test_suggest_and_ceiling_on_every_style(cli_results, name):
     (advice,) = json.loads(out)["launches"]
     assert advice["kernel"] == kernels[0] and advice["ranked"]
     times = [c["predicted_us"] for c in advice["ranked"]]
-    assert times == sorted(times) and all(t > 0 for t in times)
+    # Ranked fastest first; the current config leads instead when nothing beats it by 0.5% (search.NO_GAIN).
+    kept = advice["ranked"][0]["label"] == advice["current"]["label"]
+    assert times[kept:] == sorted(times[kept:]) and all(t > 0 for t in times)
+    assert not kept or times[0] <= min(times) * 1.005
     rc, out, err = cli_results[" ".join(["ceiling", path, "--call", call, "--format", "json"])]
     assert rc == 0, err
     ceiling = json.loads(out)
@@ -365,17 +368,18 @@ def test_suggest_and_ceiling_on_every_style(cli_results, name):
         assert any("autotuned: the first of its" in note for note in ceiling["notes"])
 
 
-def _column(table: str, index: int) -> str:
-    """The words of one column of a rich table's body, its wrapped lines joined."""
-    rows = [line.split("│") for line in table.splitlines() if line.startswith("│")]
-    return " ".join(" ".join(row[index].split()) for row in rows if len(row) > index).strip()
+def _first_row(table: str) -> str:
+    """The first line of a rich table's body (below the rule under its header)."""
+    lines = table.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.strip().startswith("─"))
+    return lines[rule + 1]
 
 
 def test_suggest_and_ceiling_text_for_the_tutorial_matmul(cli_results):
     path = str(STYLES / "tut03_matmul.py")
     rc, out, err = cli_results[" ".join(["suggest", path, "--call", MATMUL])]
     assert rc in (0, 1), err
-    assert "current" in out and _column(out, 2) == "M128 N256 K64 G8 w8 s3"  # the first of its autotune list
+    assert " current " in out and "M128 N256 K64 G8 w8 s3" in _first_row(out)  # the first of its autotune list
     rc, out, err = cli_results[" ".join(["ceiling", path, "--call", MATMUL])]
     text = " ".join(out.split())
     assert rc == 0 and "matmul_kernel on NVIDIA H100 80GB HBM3, current config M128 N256 K64 G8 w8 s3" in text
