@@ -73,7 +73,8 @@ def test_a_measured_best_is_kept_when_the_gain_is_within_the_model_error(tmp_pat
     assert a.best.config == TUNED and a.speedup == 1.0 and not a.gains(1.0)
     assert a.basis == "measured"
     assert a.why.startswith(f"the current config was measured the fastest of 300 configs for M=64 on {H100} "
-                            "(313.0 us, E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json.meta); the model's best, "
+                            "(the swept GEMM1 ran 313.0 us; E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json.meta); "
+                            "the model's best, "
                             f"{OTHER.label()}, is predicted 1.07x faster, within the model's error")
     assert [c.config for c in a.ranked] == [TUNED, OTHER, THIRD]
 

@@ -38,7 +38,9 @@ class MeasuredBest:
 
     def describe(self) -> str:
         return (f"measured the fastest of {self.entry.compared} configs for M={self.tokens} on {self.gpu} "
-                f"({self.entry.us:.1f} us, {self.side_file.name})")
+                # The side file times the launch that was swept (GEMM1 of the layer), not the layer the
+                # table predicts: say so, or the two times read as a contradiction.
+                f"(the swept GEMM1 ran {self.entry.us:.1f} us; {self.side_file.name})")
 
 
 def measured_best(subject: Subject) -> MeasuredBest | None:
