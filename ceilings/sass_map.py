@@ -96,6 +96,7 @@ def _quantities(ins: Instruction) -> dict[str, float]:
         out[ins.pipe if ins.pipe in PIPES else "other"] += 1
     if ins.opcode in MMA_OPCODES:
         out["tensor_flops"] += ins.mma_flops_per_warp()
+        out["shared_bytes"] += ins.mma_shared_bytes_per_warp()  # warpgroup MMAs read their tiles from shared
     if ins.opcode in _GLOBAL:
         out["global_bytes"] += access_bytes(ins)
     elif ins.opcode == "LDGSTS":  # global -> shared copy: counts on both sides
@@ -103,9 +104,10 @@ def _quantities(ins: Instruction) -> dict[str, float]:
         out["shared_bytes"] += access_bytes(ins)
     elif ins.opcode in ("LDS", "STS"):
         out["shared_bytes"] += access_bytes(ins)
-    elif ins.opcode in ("LDSM", "STSM"):  # 8x8 matrices of 16-bit values: 128 B each, .X4 = 4 of them
-        mods = ins.mods.upper()
-        out["shared_bytes"] += 128 * (4 if ".X4" in mods else 2 if ".X2" in mods else 1)
+    elif ins.opcode in ("LDSM", "STSM"):  # 8x8 matrices of 16-bit values: 128 B each; the last of
+        # `.16.M88.4` (nvdisasm) or `.x4` (PTX ldmatrix) says how many
+        counts = [int(m.lstrip("X")) for m in ins.mods.upper().split(".") if m.lstrip("X") in ("1", "2", "4")]
+        out["shared_bytes"] += 128 * (counts[-1] if counts else 1)
     elif ins.opcode == "UTMALDG":
         out["tma_loads"] += 1
     return out
