@@ -73,8 +73,6 @@ _LABEL = re.compile(r"^(?P<name>[.$\w]+):\s*$")
 _TARGET = re.compile(r"`\((?P<label>[^)]+)\)")
 _MMA_SHAPE = re.compile(r"\.(\d+)x(\d+)x(\d+)")
 _HMMA_SHAPE = re.compile(r"\.(\d{2})(\d)(\d{1,2})\b")
-# Bytes per element of an MMA's input type, by its SASS suffix (half precision when none is given).
-_OPERAND_BYTES = (("BF16", 2), ("F16", 2), ("TF32", 4), ("E4M3", 1), ("E5M2", 1), ("S8", 1), ("U8", 1))
 
 
 @dataclass
@@ -111,25 +109,6 @@ class Instruction:
             return 2.0 * m * n * k
         return 0.0
 
-
-    def mma_shared_bytes_per_warp(self) -> float:
-        """Shared-memory bytes one warp's execution of a warpgroup MMA reads (0 for other instructions).
-
-        HGMMA takes B, and A unless A comes from registers (`HGMMA... Rd, Ra, gdesc[..]`), from shared
-        memory through matrix descriptors (PTX ISA, wgmma.mma_async: "matrix-descriptor" operands). A
-        warpgroup instruction m64nNkK reads the N x K tile of B and the 64 x K tile of A once, issued by its
-        4 warps: a quarter per warp. Warp MMAs (HMMA) take registers; their LDSM loads count instead.
-        """
-        if not self.opcode.endswith("GMMA") or "gdesc" not in self.text:
-            return 0.0
-        shape = _MMA_SHAPE.search(self.mods)
-        if not shape:
-            return 0.0
-        m, n, k = (int(x) for x in shape.groups())
-        mods = self.mods.upper()
-        size = next((b for tag, b in _OPERAND_BYTES if f".{tag}" in mods), 2)
-        a_in_registers = bool(re.search(r"GMMA\S*\s+R\d+,\s*R\d+,\s*gdesc", self.text))
-        return size * (n * k + (0 if a_in_registers else m * k)) / 4
 
 
 @dataclass
