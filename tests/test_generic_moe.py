@@ -1,10 +1,10 @@
 """The generic path on this project's fused-MoE kernel, given a launch as `advisor record` keeps it
 (routing tensors' values included), against the exact model (benchmarks/generic_vs_exact.py does the
-comparison; RESULTS section 13 has the table for the section-6 launches).
+comparison; RESULTS section 10 has the table for the section-6 launches).
 
 Compiled for sm_90 here, no GPU. Within 5%: tensor FLOPs, working CTAs, DRAM bytes (kernels.moe_demand)
 and the FMA+ALU, XU and LSU instructions (the SASS count RESULTS section 6 checked against Nsight
-Compute). Shared-memory and L2 bytes are not within 5% (RESULTS section 13 says why): the generic L2
+Compute). Shared-memory and L2 bytes are not within 5% (RESULTS section 10 says why): the generic L2
 bytes count the masked-off padding rows' lanes (masks of tensor values are not evaluated), so they are
 above the exact model's real rows; its shared-memory bytes count the load/store path only (copies in,
 LDSM out), while the exact model also counts each tile read once by the MMAs.
