@@ -110,7 +110,6 @@ class Instruction:
         return 0.0
 
 
-
 @dataclass
 class Function:
     name: str
