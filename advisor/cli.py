@@ -146,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--deadline", type=float, help="stop measuring after this many seconds (resume later)")
     p.add_argument("--workers", type=int, help="parallel compile workers (default: cores - 1, at most 16)")
+    p.add_argument("--gpus", default="1", help="GPUs to spread the sweep over, a worker process each: a number or "
+                                               "'all' (default 1)")
 
     p = sub.add_parser("train", help="train the latency model on measured sweeps",
                        description="Train the XGBoost latency model (target: log measured/ceiling) on sweep CSVs "
@@ -168,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-refine", action="store_true", help="skip the GROUP_SIZE_M / num_stages refinement")
     p.add_argument("--deadline", type=float, help="stop measuring after this many seconds (resume later)")
     p.add_argument("--workers", type=int, help="parallel compile workers (default: cores - 1, at most 16)")
+    p.add_argument("--gpus", default="1", help="GPUs to spread the sweep over, a worker process each: a number or "
+                                               "'all' (default 1)")
     return parser
 
 

@@ -136,9 +136,11 @@ def cmd_tune(args) -> int:
     shape = get_preset(args.preset).shape(args.tp)
     e, top_k, k, n = shape.gemm1()
     specs = [MoEGemmSpec(e, top_k, k, n, m, gemm=1) for m in args.tokens]
+    from advisor.measure.spread import visible_gpus
+
     for summary in moe_tune.tune(specs, args.results, sample=args.sample, refine=not args.no_refine,
                                  deadline_s=args.deadline, workers=args.workers,
-                                 show_progress=sys.stderr.isatty()):
+                                 show_progress=sys.stderr.isatty(), gpus=visible_gpus(args.gpus)):
         print(f"{summary['phase']}: {json.dumps(summary)}", file=sys.stderr)
     rows = moe_tune.read_results(args.results)
     table = moe_tune.tuned_table(rows, specs)
@@ -407,10 +409,11 @@ def cmd_calibrate(args) -> int:
 
 def cmd_collect(args) -> int:
     from advisor.measure.collect import collect
+    from advisor.measure.spread import visible_gpus
 
     summary = collect(args.family, args.out, shapes=args.shapes, ms=args.ms, sample=args.sample, seed=args.seed,
                       gemms=args.gemms, deadline_s=args.deadline, workers=args.workers,
-                      show_progress=sys.stderr.isatty())
+                      show_progress=sys.stderr.isatty(), gpus=visible_gpus(args.gpus))
     print("collect:", json.dumps(summary))
     return 0
 

@@ -6,7 +6,8 @@ shape"):
 - the **floor**, which the ceiling uses: what the launch does not determine contributes the least
   work it could. A loop whose bound is unknown runs 0 times, an `if` whose condition is unknown is not
   taken, a CTA that may exit does; compulsory DRAM bytes are, per tensor, the smaller of its
-  footprint and the bytes its loads and stores issue (a tensor no access reaches contributes none);
+  footprint and the bytes its loads and stores issue (a tensor no access reaches contributes none;
+  copies a pipelined loop predicates off and TMA box parts outside the tensor issue none);
 - the **expected** work (`Demand.expected`), for the model's features: the same evaluation, with an
   estimate where the floor takes the least (an unknown loop runs once, each side of an unknown `if`
   half the time, the code after an unknown early exit runs).
@@ -55,7 +56,8 @@ def generic_demand(launch: Launch, compiled: CompiledKernel | None = None, arch:
     compiled = compiled or compile_launch(launch, arch)
     scalars = {k: v for k, v in launch.scalars if isinstance(v, int | bool)}
     values = {t.name: t.values for t in launch.tensors if t.values is not None}
-    ir = read_kernel_ir(compiled.ttgir, scalars, launch.grid, values)
+    shapes = {t.name: t.shape for t in launch.tensors if t.block_shape}
+    ir = read_kernel_ir(compiled.ttgir, scalars, launch.grid, values, shapes)
     placement = place(compiled.sass, launch.kernel, ir)
     classes = cta_classes(ir)
     notes = list(placement.notes) + _evaluation_notes(ir, classes)
@@ -136,12 +138,14 @@ def _working(ir: KernelIR, placement: Placement, weights: np.ndarray) -> np.ndar
 def _dram_bytes(launch: Launch, ir: KernelIR, classes: CTAClasses, floor: bool, l2_bytes: float
                 ) -> tuple[float, float]:
     """(compulsory DRAM bytes, working set): per tensor, the smaller of its footprint and the bytes its
-    accesses issue (masks not evaluated); the working set is the expected one of those."""
+    accesses issue (scalar predicates and TMA bounds evaluated, masks of tensor values not); the working
+    set is the expected one of those."""
     footprint = {t.name: t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors}
     issued: dict[str, float] = defaultdict(float)
-    for access in ir.accesses:
+    for i, access in enumerate(ir.accesses):
         if access.argument in footprint:
-            runs = region_runs(ir, access.region, classes, floor)
+            # Predicated-off copies and TMA box parts outside the tensor move nothing.
+            runs = region_runs(ir, access.region, classes, floor) * np.nan_to_num(classes.access_share[i], nan=1.0)
             issued[access.argument] += float(classes.counts @ runs) * access.elements * access.element_bytes
     if not issued:  # no access traced to an argument: the bytes the SASS issues, capped by the tensors
         total = sum(footprint.values())

@@ -81,6 +81,7 @@ class CTAClasses:
     counts: np.ndarray
     condition: dict[int, np.ndarray]
     trips: dict[int, np.ndarray]
+    access_share: dict[int, np.ndarray] = field(default_factory=dict)  # per IR access (index), NaN: all moves
 
 
 def access_bytes(ins: Instruction) -> int:
@@ -96,6 +97,9 @@ def _quantities(ins: Instruction) -> dict[str, float]:
         out[ins.pipe if ins.pipe in PIPES else "other"] += 1
     if ins.opcode in MMA_OPCODES:
         out["tensor_flops"] += ins.mma_flops_per_warp()
+        # A warpgroup MMA's operand tiles go from shared memory to the tensor cores, not through the
+        # load/store path whose rate the smem roof is: they are not counted there (counted, they made a
+        # plain fp16 matmul smem-bound, which measured Hopper GEMMs contradict).
     if ins.opcode in _GLOBAL:
         out["global_bytes"] += access_bytes(ins)
     elif ins.opcode == "LDGSTS":  # global -> shared copy: counts on both sides
@@ -103,9 +107,10 @@ def _quantities(ins: Instruction) -> dict[str, float]:
         out["shared_bytes"] += access_bytes(ins)
     elif ins.opcode in ("LDS", "STS"):
         out["shared_bytes"] += access_bytes(ins)
-    elif ins.opcode in ("LDSM", "STSM"):  # 8x8 matrices of 16-bit values: 128 B each, .X4 = 4 of them
-        mods = ins.mods.upper()
-        out["shared_bytes"] += 128 * (4 if ".X4" in mods else 2 if ".X2" in mods else 1)
+    elif ins.opcode in ("LDSM", "STSM"):  # 8x8 matrices of 16-bit values: 128 B each; the last of
+        # `.16.M88.4` (nvdisasm) or `.x4` (PTX ldmatrix) says how many
+        counts = [int(m.lstrip("X")) for m in ins.mods.upper().split(".") if m.lstrip("X") in ("1", "2", "4")]
+        out["shared_bytes"] += 128 * (counts[-1] if counts else 1)
     elif ins.opcode == "UTMALDG":
         out["tma_loads"] += 1
     return out
@@ -292,14 +297,16 @@ def _unroll_factor(fn: Function, cfg: CFG, main: Loop, rest: Loop) -> int:
 def cta_classes(ir: KernelIR) -> CTAClasses:
     columns: list[tuple[str, int, np.ndarray]] = []
     scalars: list[tuple[str, int, float]] = []
-    for r in ir.regions:
-        for kind, value in (("condition", r.condition), ("trips", r.trips)):
-            if value is None:
-                continue
-            if value.ndim == 0 or len(value) != ir.evaluated:
-                scalars.append((kind, r.index, float(np.ravel(value)[0])))
-            else:
-                columns.append((kind, r.index, value.astype(float)))
+    decided = [(kind, r.index, value) for r in ir.regions for kind, value in (("condition", r.condition),
+                                                                               ("trips", r.trips))]
+    decided += [("access_share", i, a.share) for i, a in enumerate(ir.accesses)]
+    for kind, index, value in decided:
+        if value is None:
+            continue
+        if value.ndim == 0 or len(value) != ir.evaluated:
+            scalars.append((kind, index, float(np.ravel(value)[0])))
+        else:
+            columns.append((kind, index, value.astype(float)))
     if columns:
         matrix = np.stack([c for _, _, c in columns], axis=1)
         rows, counts = np.unique(matrix, axis=0, return_counts=True)
@@ -310,6 +317,8 @@ def cta_classes(ir: KernelIR) -> CTAClasses:
     for r in ir.regions:
         out.condition[r.index] = np.full(n, np.nan)
         out.trips[r.index] = np.full(n, np.nan)
+    for i in range(len(ir.accesses)):
+        out.access_share[i] = np.full(n, np.nan)
     for kind, region, value in scalars:
         getattr(out, kind)[region][:] = value
     for j, (kind, region, _) in enumerate(columns):

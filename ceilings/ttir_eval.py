@@ -15,8 +15,11 @@ value is unknown (None) when it depends on memory the launch does not carry, on 
 value or an induction variable, or on anything else not evaluated here (floats, tensors).
 
 Every global memory access (loads, stores, atomics, async and descriptor copies) is recorded with
-the pointer argument its address derives from and its elements per execution (masks are not
-evaluated), for the DRAM bytes of `ceilings.demand`.
+the pointer argument its address derives from and its elements per execution, for the DRAM bytes
+of `ceilings.demand`; where the launch determines it, the share of those elements that move: a scalar
+predicate (a software-pipelined loop predicates off its copies for the iterations past the end, and
+its prologue's when the loop is shorter than the pipeline) and the part of a TMA box inside the tensor
+(outside parts are zero-filled, not read). Masks of tensor values are not evaluated.
 
 The body of a loop with known bounds and at most MAX_ITERATIONS trips (not nested in another such
 loop) is evaluated for every iteration at once (iterations x CTAs), so a condition on the induction
@@ -27,7 +30,7 @@ conditions are combined as if independent.
 Grids of more than MAX_CTAS CTAs are evaluated on an evenly spaced sample, each sampled CTA
 standing for an equal share of the grid.
 
-The module is longer than most (about 500 lines) because reading the regions, resolving locations
+The module is longer than most (about 580 lines) because reading the regions, resolving locations
 and evaluating values are one walk over the IR; split them and each would re-parse the text.
 """
 
@@ -107,6 +110,11 @@ class Access:
     argument: str | None      # the pointer argument its address derives from (None: not traced)
     elements: int             # elements per execution (masked lanes included)
     element_bytes: int
+    # Per CTA, the mean share of its elements an execution moves, where the launch determines it: a scalar
+    # predicate (a software-pipelined loop's loads for the iterations past the end are predicated off)
+    # times, for a TMA copy, the share of its box inside the tensor (out-of-bounds parts are filled with
+    # zeros, not read). None: every element (a mask of tensor values is not evaluated).
+    share: np.ndarray | None = None
 
 
 @dataclass
@@ -225,11 +233,15 @@ def _program_ids(grid: Sequence[int]) -> tuple[dict[str, np.ndarray], int, int, 
 
 
 def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] | None = None,
-                   values: Mapping[str, Sequence[int]] | None = None) -> KernelIR:
+                   values: Mapping[str, Sequence[int]] | None = None,
+                   shapes: Mapping[str, Sequence[int]] | None = None) -> KernelIR:
     """The public kernel function's regions and memory accesses, evaluated per CTA of `grid` (program
-    ids unknown without one) on the launch's integer `scalars` and the `values` of small tensors."""
+    ids unknown without one) on the launch's integer `scalars`, the `values` of small tensors and the
+    `shapes` of tensor descriptors (for the part of a TMA box inside the tensor)."""
     aliases = _location_aliases(ir)
     values = values or {}
+    shapes = shapes or {}
+    predicate_of: dict[str, str] = {}  # i1 tensor -> the scalar predicate it is a splat of (or ands in)
     if grid is not None:
         pids, total, evaluated, share = _program_ids(grid)
         num_programs = dict(zip("xyz", (tuple(grid) + (1, 1))[:3], strict=True))
@@ -360,10 +372,17 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
         if opens:
             scopes.append(("inline", here))
         if op in _MEMORY_OPS:
-            accesses.append(_access(op, rest, here, base_of))
+            access = _access(op, rest, here, base_of)
+            access.share = _access_share(op, rest, env, predicate_of, shapes, access.argument, expanded, evaluated)
+            accesses.append(access)
         if result is None:
             continue
         operands = [v[1:] for v in _VALUE.findall(rest.split(" : ")[0])]
+        if op in ("tt.splat", "tt.broadcast", "tt.expand_dims", "ttg.convert_layout", "arith.andi") and "i1" in rest:
+            scalar = operands[0] if op == "tt.splat" else next((predicate_of[o] for o in operands
+                                                                if o in predicate_of), None)
+            if scalar is not None:
+                predicate_of[result] = scalar
         traced = next((base_of[o] for o in operands if o in base_of), None)
         if traced is not None and ("!tt.ptr" in rest or "tensordesc" in rest):
             base_of[result] = traced
@@ -447,6 +466,51 @@ def _element_bytes(name: str) -> int:
     if name.startswith("f8") or name.startswith("F8"):
         return 1
     return _ELEMENT_BYTES.get(name, 4)
+
+
+_TMA_COORDINATES = re.compile(r"%[\w$.#]+\[(?P<coords>[^\]]*)\]")
+_DESCRIPTOR_BLOCK = re.compile(r"tensordesc<(?P<dims>(?:\d+x)+)")
+
+
+def _access_share(op: str, rest: str, env: Mapping[str, object], predicate_of: Mapping[str, str],
+                  shapes: Mapping[str, Sequence[int]], argument: str | None, expanded: np.ndarray | None,
+                  evaluated: int) -> np.ndarray | None:
+    """The share of an access's elements that move, per CTA (None where the launch does not say)."""
+    body = rest.split(" : ")[0]
+    operands = [v[1:] for v in _VALUE.findall(body)]
+    predicate = None
+    if op == "ttng.async_tma_copy_global_to_local" and operands:
+        predicate = operands[-1]  # copy %desc[coords] %buffer, %barrier, %predicate
+    elif " mask " in body:
+        mask = _VALUE.search(body.split(" mask ", 1)[1])
+        predicate = predicate_of.get(mask.group(0)[1:]) if mask else None
+    elif op == "tt.load" and len(operands) >= 2:
+        predicate = predicate_of.get(operands[1])
+    share = env.get(predicate) if predicate is not None else None
+    share = share.astype(float) if isinstance(share, np.ndarray) and share.dtype == bool else None
+    if op in ("ttng.async_tma_copy_global_to_local", "tt.descriptor_load") and argument in shapes:
+        inside = _inside_box(body, rest, env, shapes[argument])
+        if inside is not None:
+            share = inside if share is None else share * inside
+    if share is None:
+        return None
+    return np.asarray(_per_cta(share, expanded, evaluated), dtype=float)
+
+
+def _inside_box(body: str, rest: str, env: Mapping[str, object], shape: Sequence[int]) -> np.ndarray | None:
+    """The share of a TMA box at evaluated coordinates that lies inside a tensor of `shape`."""
+    coords, block = _TMA_COORDINATES.search(body), _DESCRIPTOR_BLOCK.search(rest)
+    if coords is None or block is None:
+        return None
+    dims = [int(d) for d in block.group("dims").split("x") if d]
+    starts = [env.get(v.strip()[1:]) for v in coords.group("coords").split(",")]
+    if len(starts) != len(dims) or len(shape) != len(dims) or not all(isinstance(v, np.ndarray) for v in starts):
+        return None
+    share = np.asarray(1.0)
+    for start, size, extent in zip(starts, dims, shape, strict=True):
+        inside = np.clip(np.minimum(extent, start + size) - np.maximum(0, start), 0, size)
+        share = share * inside / size
+    return share
 
 
 def _access(op: str, rest: str, region: int, base_of: Mapping[str, str]) -> Access:

@@ -147,6 +147,61 @@ def test_record_autotune_records_the_chosen_config_not_the_benchmarks(tmp_path):
     assert launch.grid == (2,) and dict(launch.constexprs) == {"OUT": "float32"}
 
 
+ROUTING_PROGRAM = _DEVICE + textwrap.dedent("""
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def gather_rows(x_ptr, ids_ptr, offsets_ptr, big_ptr, out_ptr, n_ids, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        start = tl.load(offsets_ptr + pid)
+        if start >= n_ids:
+            return
+        offs = start + tl.arange(0, BLOCK)
+        rows = tl.load(ids_ptr + offs, mask=offs < n_ids, other=0)
+        tl.store(out_ptr + offs, tl.load(x_ptr + rows) + tl.load(big_ptr + offs).to(tl.float32), mask=offs < n_ids)
+
+
+    ids = torch.tensor([3, 1, 2, 0, 7, 5], dtype=torch.int32, device=DEVICE)
+    offsets = torch.arange(0, 16, 4, dtype=torch.int64, device=DEVICE)[::2]      # strided view: [0, 8]
+    big = torch.zeros(16385, dtype=torch.int32, device=DEVICE)                  # 64 KiB + 4 bytes
+    x = torch.arange(8, dtype=torch.float32, device=DEVICE)
+    out = torch.zeros(16, device=DEVICE)
+    gather_rows[(2,)](x, ids, offsets, big, out, ids.numel(), BLOCK=4)
+""")
+
+
+def test_record_keeps_the_contents_of_small_integer_tensors(tmp_path):
+    prog = tmp_path / "routing.py"
+    prog.write_text(ROUTING_PROGRAM)
+    result = record(["python", str(prog)], tmp_path / "routing.json")
+    assert result.returncode == 0
+    (launch, _, _), = result.trace.entries()
+    tensors = {t.name: t for t in launch.tensors}
+    assert tensors["ids_ptr"].values == (3, 1, 2, 0, 7, 5)
+    # A strided view keeps the span its strides reach from the data pointer: element i at pointer + i.
+    assert tensors["offsets_ptr"].stride == (2,) and tensors["offsets_ptr"].values == (0, 4, 8)
+    assert tensors["big_ptr"].values is None                # over 64 KiB
+    assert tensors["x_ptr"].values is None and tensors["out_ptr"].values is None  # not integers
+    raw = json.loads((tmp_path / "routing.json").read_text())["launches"][0]["tensors"]
+    assert [t.get("values") for t in raw][:2] == [None, [3, 1, 2, 0, 7, 5]]
+
+
+def test_values_are_not_read_from_tensors_without_data():
+    from advisor.capture import boot
+    from ceilings import launch as launch_module
+
+    assert (boot.MAX_VALUES_BYTES, boot._INTEGER_BYTES) == (launch_module.MAX_VALUES_BYTES,
+                                                           launch_module._INTEGER_BYTES)
+    tensors: list = []
+    boot._argument("ids", torch.empty(8, dtype=torch.int32, device="meta"), tensors, {})
+    boot._argument("flags", torch.tensor([True, False]), tensors, {})
+    boot._argument("empty", torch.empty(0, dtype=torch.int64), tensors, {})
+    assert [t.get("values") for t in tensors] == [None, [1, 0], None]
+
+
 def test_record_module_and_bad_programs(tmp_path, capfd):
     (tmp_path / "quiet.py").write_text("import sys\nsys.exit(7)\n")
     result = record(["python", "-m", "quiet"], tmp_path / "m.json", cwd=tmp_path)

@@ -24,6 +24,10 @@ Two capture paths, each catching the launches the other cannot see:
 `@triton.autotune`: `Autotuner.run` is wrapped to make the names its configs set count as tunable,
 and `Autotuner._bench` to leave out its benchmark launches, so only the launch with the chosen
 config is recorded. The launches, deduplicated with a count, are written to OUT.json at exit.
+
+On both paths an integer tensor argument of at most 64 KiB keeps its contents (`values`: routing
+tables, offsets, counts), read as the launch starts, so the generic ceiling can evaluate control flow
+that reads them (docs/trace.md). Tensors without data (the no-GPU capture's meta tensors) keep none.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ import threading
 _TUNABLE = re.compile(r"^(BLOCK|GROUP|TILE|SPLIT)(_|$)|^[XYZR]0?_?BLOCK$|^B[MNKD]$|^NUM_(WARPS|STAGES|SPLITS?)$")
 _DEFAULT_WARPS, _DEFAULT_STAGES = 4, 3
 _KEY = "triton_advisor_launch"
+# Integer tensors up to this size keep their contents in the trace (ceilings.launch.MAX_VALUES_BYTES;
+# this runner imports nothing of the advisor, so the numbers are repeated here).
+MAX_VALUES_BYTES = 64 * 1024
+_INTEGER_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
 # Triton's names for float8 element types, as torch names them.
 _TL_TO_TORCH = {"float8e4nv": "float8_e4m3fn", "float8e5": "float8_e5m2", "float8e4b8": "float8_e4m3fnuz",
                 "float8e5b16": "float8_e5m2fnuz", "int1": "bool"}
@@ -197,8 +205,12 @@ def _argument(name: str, value, tensors: list, scalars: dict) -> None:
                         "dtype": _dtype_name(value.base.dtype), "stride": [int(s) for s in value.strides],
                         "block_shape": [int(s) for s in value.block_shape]})
     elif hasattr(value, "data_ptr") and hasattr(value, "shape") and hasattr(value, "stride"):
-        tensors.append({"name": name, "shape": [int(s) for s in value.shape], "dtype": _dtype_name(value.dtype),
-                        "stride": [int(s) for s in value.stride()]})
+        tensor = {"name": name, "shape": [int(s) for s in value.shape], "dtype": _dtype_name(value.dtype),
+                  "stride": [int(s) for s in value.stride()]}
+        contents = _small_integer_values(value, tensor["dtype"])
+        if contents is not None:
+            tensor["values"] = contents
+        tensors.append(tensor)
     elif value is None or isinstance(value, bool | int | float | str):
         scalars[name] = value
     elif isinstance(value, tuple | list):
@@ -208,6 +220,25 @@ def _argument(name: str, value, tensors: list, scalars: dict) -> None:
         scalars[name] = value.item()
     elif type(value).__name__ == "constexpr":
         scalars[name] = _constexpr(value)
+
+
+def _small_integer_values(tensor, dtype: str) -> list[int] | None:
+    """The contents of a small integer tensor (routing tables, offsets, counts), so the generic ceiling
+    can evaluate control flow that reads them (TensorArg.values): element i is the one at the data
+    pointer + i elements, over the span the strides reach. None for other tensors, tensors without
+    data (meta) and tensors a CUDA graph is being captured on, whose read would break the capture.
+    The read happens as the launch starts, so it sees what the kernel will read, not what it writes."""
+    size = _INTEGER_BYTES.get(dtype)
+    if size is None or getattr(tensor, "is_meta", False) or tensor.numel() == 0:
+        return None
+    span = 1 + sum((int(n) - 1) * int(s) for n, s in zip(tensor.shape, tensor.stride(), strict=True))
+    if span * size > MAX_VALUES_BYTES or any(int(s) < 0 for s in tensor.stride()):
+        return None
+    torch = sys.modules.get("torch")
+    if tensor.is_cuda and torch is not None and torch.cuda.is_current_stream_capturing():
+        return None
+    flat = tensor.as_strided((span,), (1,))
+    return [int(v) for v in flat.tolist()]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ unset) through Triton's launch hooks (`knobs.runtime.launch_enter_hook`, with a 
 `launch_metadata` callback attached from `knobs.runtime.jit_cache_hook`); interpreted kernels
 (TRITON_INTERPRET=1), which call no hook, through a wrapper around the interpreter's
 `InterpretedFunction.run` in the child process only. `@triton.autotune` kernels are recorded once
-per launch with the config the autotuner chose; its benchmark launches are left out.
+per launch with the config the autotuner chose; its benchmark launches are left out. Small integer
+tensors (at most 64 KiB: routing tables, offsets) keep their contents in the trace (`TensorArg.values`).
 """
 
 from __future__ import annotations

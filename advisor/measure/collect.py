@@ -6,11 +6,13 @@ point is checked against the family's float32 reference before it is timed with 
 (advisor.measure.sweep.STANDARD_TIMING); rows carry the compiled kernel's registers, spills and shared
 bytes, the case's own facts (e.g. the routing of a MoE case) and the config's parameters, so
 `advisor train` can rebuild every feature of the ceiling from them. Runs stop at --deadline and resume
-from the CSV, so a dataset is collected in calls of a few minutes.
+from the CSV, so a dataset is collected in calls of a few minutes. `--gpus N|all` spreads one collection
+over the machine's GPUs (advisor.measure.spread).
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from advisor.measure.sweep import SweepPlan, run_sweep
@@ -26,14 +28,17 @@ def build_plan(family: str, shapes: str | None = None, ms: str | None = None, sa
     if sample is not None and sample <= 0:
         raise AdvisorError(f"--sample {sample} must be positive")
     plan = declared.plan(CollectOptions(shapes, ms, sample, seed, gemms))
+    # A worker process of a sweep spread over GPUs builds the same plan again from the same options.
+    rebuild = functools.partial(build_plan, family, shapes, ms, sample, seed, gemms)
     return SweepPlan(kernel=declared.kernel, specs=plan.specs, configs=plan.configs, make_case=declared.case,
-                     compile_fn=declared.compile_config, prefilter=plan.prefilter, abort_ratio=1.5)
+                     compile_fn=declared.compile_config, prefilter=plan.prefilter, abort_ratio=1.5, rebuild=rebuild)
 
 
 def collect(family: str, out: str | Path, *, shapes: str | None = None, ms: str | None = None,
             sample: int | None = None, seed: int = 0, gemms: str | None = None, deadline_s: float | None = None,
-            workers: int | None = None, show_progress: bool = False) -> dict:
-    """Run (or resume) one family's collection into OUT/<family>_collect.csv; returns the sweep summary."""
+            workers: int | None = None, show_progress: bool = False, gpus: list[str] | None = None) -> dict:
+    """Run (or resume) one family's collection into OUT/<family>_collect.csv; returns the sweep summary.
+    `gpus`: devices to spread it over (`advisor.measure.spread.visible_gpus`), None for this process's GPU."""
     plan = build_plan(family, shapes, ms, sample, seed, gemms)
     import torch
 
@@ -42,7 +47,7 @@ def collect(family: str, out: str | Path, *, shapes: str | None = None, ms: str 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / family_named(family).csv_name
-    summary = run_sweep(plan, path, workers=workers, deadline_s=deadline_s, show_progress=show_progress)
+    summary = run_sweep(plan, path, workers=workers, deadline_s=deadline_s, show_progress=show_progress, gpus=gpus)
     features = None
     try:  # the feature row of every fully timed point, as the model sees it (rebuilt from the CSV at any time)
         from advisor.model.dataset import load_sweeps

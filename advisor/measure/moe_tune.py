@@ -7,6 +7,7 @@ Results go through `advisor.measure.sweep`.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,27 +70,38 @@ def refinement_pairs(rows: list[dict], specs: Sequence[MoEGemmSpec], kernel: str
 
 
 
+def tuning_plan(kernel: str, specs: Sequence[MoEGemmSpec], configs: Sequence[Config],
+                extra_pairs: Sequence[tuple[MoEGemmSpec, Config]] = (), abort_ratio: float = 1.5) -> SweepPlan:
+    """The sweep of a tuning phase on the current GPU (its shared memory decides what fits); `rebuild` makes
+    the same plan in a worker process of a sweep spread over GPUs."""
+    max_shared = device_max_shared()
+    return SweepPlan(kernel=kernel, specs=list(specs), configs=list(configs), make_case=make_case,
+                     compile_fn=compile_config, prefilter=lambda c: fm.resource_precheck(c, max_shared), tol=1e-2,
+                     abort_ratio=abort_ratio, extra_pairs=list(extra_pairs),
+                     rebuild=functools.partial(tuning_plan, kernel, list(specs), list(configs), list(extra_pairs),
+                                               abort_ratio))
+
+
 def tune(specs: Sequence[MoEGemmSpec], results_csv: str | Path, *, configs: Sequence[Config] | None = None,
          sample: int | None = None, seed: int = 0, refine: bool = True, abort_ratio: float = 1.5,
          deadline_s: float | None = None, workers: int | None = None, kernel: str = KERNEL,
-         show_progress: bool = True) -> list[dict]:
-    """Sweep `specs` on the current GPU into `results_csv` (resumable); returns one summary per phase."""
+         show_progress: bool = True, gpus: list[str] | None = None) -> list[dict]:
+    """Sweep `specs` on the current GPU into `results_csv` (resumable); returns one summary per phase.
+    `gpus`: devices to spread each phase over (`advisor.measure.spread.visible_gpus`), None for this one."""
     import time
 
     max_shared = device_max_shared()
     started = time.monotonic()
-    plan = SweepPlan(kernel=kernel, specs=list(specs),
-                     configs=list(configs) if configs else sample_configs(sample, seed, specs, max_shared),
-                     make_case=make_case, compile_fn=compile_config,
-                     prefilter=lambda c: fm.resource_precheck(c, max_shared), tol=1e-2, abort_ratio=abort_ratio)
+    chosen = list(configs) if configs else sample_configs(sample, seed, specs, max_shared)
+    plan = tuning_plan(kernel, specs, chosen, abort_ratio=abort_ratio)
     summaries = [dict(run_sweep(plan, results_csv, workers=workers, deadline_s=deadline_s,
-                                show_progress=show_progress), phase="sweep", configs=len(plan.configs))]
+                                show_progress=show_progress, gpus=gpus), phase="sweep", configs=len(plan.configs))]
     if refine and summaries[-1]["complete"]:
         left = None if deadline_s is None else deadline_s - (time.monotonic() - started)
-        plan.configs = []
-        plan.extra_pairs = refinement_pairs(read_results(results_csv), specs, kernel, max_shared=max_shared)
+        extra = refinement_pairs(read_results(results_csv), specs, kernel, max_shared=max_shared)
+        plan = tuning_plan(kernel, specs, [], extra, abort_ratio)
         summaries.append(dict(run_sweep(plan, results_csv, workers=workers, deadline_s=left,
-                                        show_progress=show_progress), phase="refine",
+                                        show_progress=show_progress, gpus=gpus), phase="refine",
                               pairs=len(plan.extra_pairs)))
     return summaries
 

@@ -4,6 +4,9 @@ Configs compile first, in parallel worker processes (each holding only a CUDA co
 tensors, with its allocator capped); failures are recorded with their reason. Then each case is
 built once and every config that compiled is checked against the reference and timed. Each result
 is appended to a CSV as soon as it is known, so an interrupted sweep resumes where it stopped.
+
+With `gpus` above 1 the sweep is spread over that many GPUs of the machine, a worker process per GPU
+(`advisor.measure.spread`), and their rows merged into the same CSV.
 """
 
 from __future__ import annotations
@@ -57,6 +60,13 @@ class SweepPlan:
     abort_ratio: float | None = None
     # Extra (spec, config) pairs to measure besides specs x configs (e.g. a refinement phase).
     extra_pairs: Sequence[tuple[Any, Config]] = ()
+    # How one compiled config of a case is checked and timed: (case, config, plan, fastest single launch
+    # of the case so far) -> row fields; None: `measure_config`. A sweep without a GPU (tests) passes its own.
+    measure_fn: Callable[[Any, Config, SweepPlan, float | None], dict] | None = None
+    # For a sweep spread over GPUs: a picklable no-argument callable (a functools.partial of a module-level
+    # function) that builds this plan again in a worker process, for plans holding lambdas. None: the
+    # plan itself is sent, which works when all its callables are module-level functions.
+    rebuild: Callable[[], SweepPlan] | None = None
 
     def pairs(self) -> list[tuple[Any, Config]]:
         product = [(spec, config) for spec in self.specs for config in self.configs]
@@ -65,6 +75,17 @@ class SweepPlan:
 
 def row_key(row: dict) -> tuple:
     return (row["kernel"], str(row["gemm"]), row["shape"], str(row["M"]), row["config"], row["timing"])
+
+
+def pair_key(plan: SweepPlan, spec, config: Config) -> tuple:
+    """The row key a (spec, config) pair of `plan` is written under."""
+    return row_key({"kernel": plan.kernel, "gemm": spec.gemm, "shape": spec.shape_label, "M": spec.m,
+                    "config": config.label(), "timing": plan.timing.get("mode", measure.GRAPH)})
+
+
+def pending_pairs(plan: SweepPlan, done: set[tuple]) -> list[tuple[Any, Config]]:
+    """The plan's pairs whose rows are not in `done`, in the plan's order."""
+    return [(spec, config) for spec, config in plan.pairs() if pair_key(plan, spec, config) not in done]
 
 
 def read_done(path: Path) -> set[tuple]:
@@ -99,7 +120,8 @@ class _ResultWriter:
 def _worker_init(memory_fraction: float):
     import torch
 
-    torch.cuda.set_per_process_memory_fraction(memory_fraction)
+    if torch.cuda.is_available():
+        torch.cuda.set_per_process_memory_fraction(memory_fraction)
 
 
 def _compile_task(compile_fn, spec, config: Config) -> tuple[bool, dict | str]:
@@ -117,7 +139,7 @@ def compile_all(plan: SweepPlan, pairs: Iterable[tuple[Any, Config]], workers: i
     for spec, config in pairs:
         tasks.setdefault((spec.compile_signature(config), config), (spec, config))
     results: dict[tuple, tuple[bool, dict | str]] = {}
-    if not tasks:
+    if not tasks or plan.compile_fn is None:  # nothing to compile ahead (a sweep that compiles as it runs)
         return results
     task_id = progress.add_task("compile", total=len(tasks)) if progress else None
     ctx = mp.get_context("spawn")
@@ -140,8 +162,16 @@ def _config_columns(config: Config) -> dict:
 
 
 def run_sweep(plan: SweepPlan, results_csv: str | os.PathLike, *, workers: int | None = None,
-              deadline_s: float | None = None, show_progress: bool = True) -> dict:
-    """Run the plan, appending to `results_csv`; skips rows already there. Returns a summary."""
+              deadline_s: float | None = None, show_progress: bool = True, gpus: Sequence[str] | None = None
+              ) -> dict:
+    """Run the plan, appending to `results_csv`; skips rows already there. Returns a summary.
+
+    `gpus`: the devices (CUDA_VISIBLE_DEVICES entries, from `advisor.measure.spread.visible_gpus`) to spread
+    the sweep over, a worker process each; None or one device: this process, on its current GPU."""
+    if gpus is not None and len(gpus) > 1:
+        from advisor.measure.spread import spread_sweep
+
+        return spread_sweep(plan, results_csv, list(gpus), workers=workers, deadline_s=deadline_s)
     import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -149,13 +179,12 @@ def run_sweep(plan: SweepPlan, results_csv: str | os.PathLike, *, workers: int |
     path = Path(results_csv)
     done = read_done(path)
     mode = plan.timing.get("mode", measure.GRAPH)
-    common = {"date": dt.date.today().isoformat(), "gpu": measure.gpu_name(), **measure.versions(),
-              "kernel": plan.kernel, "timing": mode}
+    device = measure.gpu_name() if torch.cuda.is_available() else "none"
+    common = {"date": dt.date.today().isoformat(), "gpu": device, **measure.versions(), "kernel": plan.kernel,
+              "timing": mode}
 
     all_pairs = plan.pairs()
-    pending = [(spec, config) for spec, config in all_pairs
-               if row_key({**common, "gemm": spec.gemm, "shape": spec.shape_label, "M": spec.m,
-                           "config": config.label()}) not in done]
+    pending = pending_pairs(plan, done)
     skipped = {config: plan.prefilter(config) for _, config in all_pairs}
     summary = {"rows_written": 0, "already_done": len(all_pairs) - len(pending), "complete": True}
     best_quick: dict[tuple, float] = {}
@@ -192,7 +221,7 @@ def run_sweep(plan: SweepPlan, results_csv: str | os.PathLike, *, workers: int |
                 else:
                     row.update(info)
                     key = (spec.gemm, spec.shape_label, spec.m)
-                    result = _measure_one(case, config, plan, best_quick.get(key))
+                    result = (plan.measure_fn or measure_config)(case, config, plan, best_quick.get(key))
                     quick = result.pop("quick_us", None)
                     if quick is not None:
                         best_quick[key] = min(quick, best_quick.get(key, float("inf")))
@@ -207,7 +236,7 @@ def run_sweep(plan: SweepPlan, results_csv: str | os.PathLike, *, workers: int |
     return summary
 
 
-def _measure_one(case, config: Config, plan: SweepPlan, best_quick_us: float | None) -> dict:
+def measure_config(case, config: Config, plan: SweepPlan, best_quick_us: float | None) -> dict:
     what = f"{case.spec.shape_label} M={case.spec.m} {config.label()}"
     quick_us = None
     try:
@@ -243,13 +272,16 @@ def sweep_cli(make_plan: Callable[[Any], SweepPlan], csv_name: str, description:
     parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     parser.add_argument("--deadline", type=float, help="stop measuring after this many seconds")
     parser.add_argument("--workers", type=int, help="parallel compile workers")
+    parser.add_argument("--gpus", default="1", help="GPUs to spread the sweep over: a number or 'all'")
     if add_arguments:
         add_arguments(parser)
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     plan = make_plan(args)
+    from advisor.measure.spread import visible_gpus
+
     summary = run_sweep(plan, out / csv_name, workers=args.workers, deadline_s=args.deadline,
-                        show_progress=sys.stderr.isatty())
+                        show_progress=sys.stderr.isatty(), gpus=visible_gpus(args.gpus))
     print("sweep:", json.dumps(summary), f"configs={len(plan.configs)}", flush=True)
     return 0
