@@ -402,7 +402,8 @@ def render_lines(dx: Diagnosis, width: int = 80) -> list[str]:
         f"at the chip's sustained rates): gap {dx.gap_us:.1f} us, {dx.explained_share:.0%} explained "
         f"({dx.explained_share_above_ceiling:.0%} of the {max(0.0, dx.time_us - dx.ceiling_us):.1f} us above the "
         "ceiling)", width)
-    name_w, bar_w = 18, width - 18 - 10 - 6
+    name_w = 18
+    bar_w = width - name_w - 8 - 4 - 1 - 4  # name, "%8.1f", " us ", " ", "100%"
     top = max((c.us for c in dx.causes), default=0.0) or 1.0
     lines.append("")
     for c in dx.causes:
