@@ -26,6 +26,7 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
 
 Load latencies are microbenchmark figures for Hopper (cited below); on other GPUs causes 2, 4 and 6
 are left out with a note. Every assumption that changes a number is a note on the Diagnosis.
+A little over 400 lines: the causes, the SASS reading they need and the text bar share one model.
 """
 
 from __future__ import annotations
