@@ -140,8 +140,8 @@ def diagnose(subject, config: Config | None = None, time_us: float | None = None
 
 def diagnose_advice(advice) -> Diagnosis | None:
     """The diagnosis of an Advice's current config at the time the advice judges it by (None when the
-    config cannot run)."""
-    if advice.cannot_run:
+    config cannot run, or its ceiling carries no work to take apart)."""
+    if advice.cannot_run or advice.current.ceiling.demand is None:
         return None
     cur = advice.current
     measured = advice.measured and cur.measured_us is not None
@@ -211,6 +211,8 @@ def _per_sm_rate(key: str, demand: Demand, rates) -> float | None:
 
 def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: str) -> Diagnosis:
     d, rates, spec = ceiling.demand, subject.gpu.rates, subject.spec
+    if d is None:
+        raise AdvisorError(f"{subject.label}: its ceiling carries no demand (the work behind it): nothing to diagnose")
     sms, launch_us = spec.sms, rates.launch_us
     notes: list[str] = []
     rate = {k: _per_sm_rate(k, d, rates) for k in _SM_KEYS}
