@@ -76,6 +76,17 @@ def build_parser() -> argparse.ArgumentParser:
                                        "the ceiling's features.")
         _ceiling_args(p)
 
+    p = sub.add_parser("diagnose", help="where a launch loses time: the gap to the ideal split into causes",
+                       description="Split the gap between a launch's ideal time (its useful work at the GPU's "
+                                   "sustained rates) and its measured time (--measured US, or --measure on a GPU; "
+                                   "else the predicted time) into named causes in us: tile padding, exit-only CTAs, "
+                                   "the tail wave, fill and drain of the K loop, the epilogue, memory latency, "
+                                   "software division and spills in the SASS, and what stays unexplained. TARGET "
+                                   "as for `advisor ceiling`.")
+    _ceiling_args(p, detail=False)
+    p.add_argument("--measured", type=float, metavar="US", help="the launch's measured time in us")
+    p.add_argument("--measure", action="store_true", help="(GPU) time the launch here instead")
+
     p = sub.add_parser("suggest", help="ranked config suggestions per launch, for people and CI (no GPU needed)",
                        description="For each launch of TARGET: the current config, its predicted time, the best "
                                    "config found, the predicted speed-up, the binding pipeline, the headroom to the "
@@ -175,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _ceiling_args(p: argparse.ArgumentParser) -> None:
+def _ceiling_args(p: argparse.ArgumentParser, detail: bool = True) -> None:
     p.add_argument("target", help="kernels/fused_moe.py, a launch JSON file, or a kernel file with --launch")
     p.add_argument("--kernel", help="the kernel's name in TARGET (needed when the file defines several)")
     p.add_argument("--launch", help="launch JSON for a kernel file TARGET (its arguments, grid and config)")
@@ -193,8 +204,9 @@ def _ceiling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-calibration", action="store_true", help="use spec-sheet rates even if calibrated")
     p.add_argument("--compile", action="store_true", help="compile to read shared memory and registers")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--detail", action="store_true", help="with --format json: the work behind the ceiling "
-                   "(instructions by pipeline, bytes, registers, spills, working CTAs, floor and expected, notes)")
+    if detail:
+        p.add_argument("--detail", action="store_true", help="with --format json: the work behind the ceiling "
+                       "(instructions by pipeline, bytes, registers, spills, working CTAs, floor and expected, notes)")
 
 
 def _suggest_args(p: argparse.ArgumentParser) -> None:
@@ -217,7 +229,8 @@ def _suggest_args(p: argparse.ArgumentParser) -> None:
 
 
 COMMANDS = {name: getattr(commands, f"cmd_{name}") for name in (
-    "presets", "configs", "ceiling", "predict", "calibrate", "collect", "suggest", "apply", "record", "train", "tune")}
+    "presets", "configs", "ceiling", "predict", "diagnose", "calibrate", "collect", "suggest", "apply", "record",
+    "train", "tune")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -233,6 +233,71 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def _diagnose_subjects(args, gpu):
+    """The launches `advisor diagnose` takes from its target, as `advisor ceiling` reads it, and the --config."""
+    from advisor.advice import ceiling as ceil
+    from advisor.advice import moe
+    from advisor.advice.subjects import FamilySubject
+    from advisor.advice.suggest import subjects_for, trace_subjects
+    from kernels.family import family_of_file
+
+    family = family_of_file(args.target) if args.target.endswith(".py") else None
+    config = ceil.parse_config(args.config, family) if args.config else None
+    if family is not None and moe.is_layer_kernel(args.target):
+        missing = [opt for opt, value in (("--preset", args.preset), ("--tokens", args.tokens)) if value is None]
+        if missing:
+            raise AdvisorError(f"{args.target} is the fused-MoE kernel: give {' and '.join(missing)} "
+                               "(e.g. --preset mixtral-8x7b --tokens 1024)")
+        return [moe.gemm_subject(args.preset, args.tokens, args.tp, args.gemm, gpu, config)], config
+    if family is not None and family.read_shape is not None:
+        if not args.shape:
+            raise AdvisorError(f"{args.target}: give --shape {family.shape_form}")
+        return [FamilySubject(family, family.read_shape(args.shape), gpu, config)], config
+    if args.target.endswith(".json"):
+        return trace_subjects(args.target, gpu, kernel=args.kernel), config
+    if args.target.endswith(".py") and (args.call or args.launch):
+        if args.call:
+            return subjects_for(args.target, call=args.call, kernel=args.kernel, gpu=gpu), config
+        return trace_subjects(args.launch, gpu, args.target, args.kernel), config
+    raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, a shipped shape "
+                       "kernel with --shape, a launch JSON file, or a kernel file with --launch or --call")
+
+
+def cmd_diagnose(args) -> int:
+    import math
+
+    from advisor.advice.diagnose import diagnose, render_lines
+    from ceilings.hardware import resolve_gpu
+
+    if args.measured is not None and not (math.isfinite(args.measured) and args.measured > 0):
+        raise AdvisorError(f"--measured {args.measured}: give the launch's time in microseconds, e.g. --measured 518")
+    if args.measured is not None and args.measure:
+        raise AdvisorError("give --measured US or --measure, not both")
+    if args.measure:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise AdvisorError("--measure times the launch on a GPU and torch sees none; give --measured US (a time "
+                               "measured elsewhere), or drop it for the predicted time")
+    gpu = resolve_gpu(gpu_device_name(args.gpu), calibrated=not args.no_calibration)
+    subjects, config = _diagnose_subjects(args, gpu)
+    if args.measured is not None and len(subjects) > 1:
+        raise AdvisorError(f"{args.target} has {len(subjects)} launches and --measured is one time; pick one with "
+                           "--kernel")
+    results = []
+    for s in subjects:
+        cfg = config or s.current
+        time_us = args.measured if args.measured is not None else s.measurer()(cfg) if args.measure else None
+        results.append(diagnose(s, cfg, time_us))
+    if args.format == "json":
+        docs = [d.to_json() for d in results]
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        return 0
+    for i, d in enumerate(results):
+        print(("\n" if i else "") + "\n".join(render_lines(d)))
+    return 0
+
+
 def _advices(args):
     from advisor.advice.suggest import advise, subjects_for
     from ceilings.hardware import resolve_gpu

@@ -72,7 +72,13 @@ def _finite(value):
 
 
 def to_json(advices: Sequence[Advice], min_speedup: float) -> str:
-    launches = [dict(a.to_json(), gains=a.gains(min_speedup), cannot_run=a.cannot_run) for a in advices]
+    from advisor.advice.diagnose import diagnose_advice
+
+    launches = []
+    for a in advices:
+        found = diagnose_advice(a)  # where the current config loses time (None: it cannot run)
+        launches.append(dict(a.to_json(), gains=a.gains(min_speedup), cannot_run=a.cannot_run,
+                             diagnosis=None if found is None else found.to_json()))
     return json.dumps(_finite({"min_speedup": min_speedup, "launches": launches}), indent=2, allow_nan=False)
 
 

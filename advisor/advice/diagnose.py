@@ -1,0 +1,421 @@
+"""Where a launch loses time: the gap between the ideal and the measured (or predicted) time, split
+into named causes that the ceiling's own terms quantify.
+
+The times, bottom up:
+- **ideal**: the launch's useful work spread evenly over the chip at its sustained rates (useful
+  tensor FLOPs where the kernel family knows them, the compulsory DRAM bytes, every other pipeline's
+  total) plus the launch floor: what RESULTS and the issues call the roofline floor;
+- **ceiling**: the advisor's ceiling of this config (padded tiles, the busiest SM); shown, not used
+  as a base: it takes the busiest SM at its boost peak, so it may lie below ideal + padding + tail;
+- **time**: measured (`--measured`, or `--measure` on a GPU), else the latency model's prediction.
+
+The causes, each a time estimate in us with a one-line reason, in this order, each capped at what is
+left of the gap (so they never sum past it); "unexplained" is the rest:
+1. padding: tile rows past each expert's (or the problem's) real rows, when the tensor pipe binds;
+2. exit-only CTAs: CTAs launched only to exit, each an L2 round trip in a CTA slot;
+3. tail wave and imbalance: the busiest SM's work against the average SM's (`Demand.busiest_sm_work`);
+4. fill and drain of the K loop: per CTA, one load latency plus the shorter of a trip's load and a
+   trip's work (the software pipeline's prologue and epilogue, whatever its num_stages); exposed for
+   every CTA at one CTA per SM, once when several CTAs share an SM and hide one another;
+5. epilogue: the output tile leaving the SM after the loop, at the SM's share of the L2 rate;
+6. memory latency: num_stages - 1 operand tiles in flight per CTA, times the CTAs an SM holds, against
+   the bytes Little's law needs in flight (latency x the rate the binding pipeline consumes them);
+7. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
+   spills (local loads and stores);
+8. unexplained.
+
+Load latencies are microbenchmark figures for Hopper (cited below); on other GPUs causes 2, 4 and 6
+are left out with a note. Every assumption that changes a number is a note on the Diagnosis.
+A little over 400 lines: the causes, the SASS reading they need and the text bar share one model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from dataclasses import dataclass, field
+
+from ceilings.errors import AdvisorError
+from ceilings.launch import Config
+from ceilings.roofline import Ceiling, Demand
+
+# Load-to-use latency on Hopper from pointer-chasing microbenchmarks on an H800 (the GH100 SM and
+# memory system of the H100 SXM): about 480 cycles from global memory (DRAM), about 260 for an L2 hit
+# (Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture", IPDPS 2024,
+# arXiv:2402.13499, memory-latency table). Cycles, by compute capability.
+LOAD_LATENCY_CYCLES = {90: {"dram": 480.0, "l2": 260.0}}
+# Dependent integer instructions (IMAD, IADD3, LOP3) issue about 4 cycles apart on one warp (same paper,
+# instruction-latency table): the length of a software division's dependency chain per instruction.
+DEPENDENT_ISSUE_CYCLES = 4.0
+_SOFTWARE_DIVISION = re.compile(r"__cuda_sm\d+x?_(?:div|rem)_[su]64")
+_INPUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "tf32": 4}
+_SM_KEYS = ("tensor", "fma", "alu", "xu", "lsu", "smem")
+
+
+@dataclass
+class Cause:
+    name: str
+    us: float            # the share of the gap attributed (capped so the causes never pass the gap)
+    estimate_us: float   # the estimate before capping
+    why: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "us": round(self.us, 3), "estimate_us": round(self.estimate_us, 3),
+                "why": self.why}
+
+
+@dataclass
+class Diagnosis:
+    label: str
+    gpu: str
+    config: Config
+    time_us: float
+    basis: str           # "measured" or "predicted"
+    ideal_us: float
+    ceiling_us: float
+    causes: list[Cause]  # the named causes, then "unexplained"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gap_us(self) -> float:
+        return max(0.0, self.time_us - self.ideal_us)
+
+    @property
+    def unexplained_us(self) -> float:
+        return next((c.us for c in self.causes if c.name == "unexplained"), 0.0)
+
+    @property
+    def explained_share(self) -> float:
+        """Share of the gap between ideal and time that named causes account for."""
+        return 1.0 - self.unexplained_us / self.gap_us if self.gap_us > 0 else 1.0
+
+    @property
+    def explained_share_above_ceiling(self) -> float:
+        """Share of the gap between the ceiling and the time that named causes account for."""
+        above = self.time_us - self.ceiling_us
+        return max(0.0, 1.0 - self.unexplained_us / above) if above > 0 else 1.0
+
+    def cause(self, name: str) -> float:
+        return next((c.us for c in self.causes if c.name == name), 0.0)
+
+    def to_json(self) -> dict:
+        return {"launch": self.label, "gpu": self.gpu, "config": self.config.label(), "basis": self.basis,
+                "time_us": round(self.time_us, 3), "ideal_us": round(self.ideal_us, 3),
+                "ceiling_us": round(self.ceiling_us, 3), "gap_us": round(self.gap_us, 3),
+                "causes": [c.to_json() for c in self.causes], "unexplained_us": round(self.unexplained_us, 3),
+                "explained_share": round(self.explained_share, 4),
+                "explained_share_above_ceiling": round(self.explained_share_above_ceiling, 4),
+                "notes": self.notes}
+
+
+# ------------------------------------------------------------------------------------------- entry points
+
+def diagnose(subject, config: Config | None = None, time_us: float | None = None,
+             basis: str = "measured") -> Diagnosis:
+    """The diagnosis of `subject` (an advisor.advice.search.Subject) run with `config` (default: its
+    current one) taking `time_us` (default: the model's prediction, basis "predicted"). The TUI's
+    Explain screen calls this, or `diagnose_advice` for a row of `advisor suggest`."""
+    from advisor.advice.subjects import LayerSubject
+    from ceilings.validate import config_problem, launch_problem
+
+    config = config or subject.current
+    if time_us is not None and not (math.isfinite(time_us) and time_us > 0):
+        raise AdvisorError(f"measured time {time_us}: give a positive number of microseconds, e.g. --measured 518")
+    why = config_problem(config, subject.spec, subject.precheck)
+    if why:
+        raise AdvisorError(f"{subject.label}: {config.label()} cannot run on {subject.spec.name}: {why}")
+    if isinstance(subject, LayerSubject):
+        return _diagnose_layer(subject, config, time_us, basis)
+    if time_us is None:
+        (cand,) = subject.predict([config])
+        ceiling, time_us, basis = cand.ceiling, cand.predicted_us, "predicted"
+    else:
+        (ceiling,) = subject.ceilings([config])
+    why = launch_problem(ceiling, subject.spec)
+    if why:
+        raise AdvisorError(f"{subject.label}: {config.label()} cannot run on {subject.spec.name}: {why}")
+    return _diagnose(subject, config, ceiling, time_us, basis)
+
+
+def diagnose_advice(advice) -> Diagnosis | None:
+    """The diagnosis of an Advice's current config at the time the advice judges it by (None when the
+    config cannot run, or its ceiling carries no work to take apart)."""
+    if advice.cannot_run or advice.current.ceiling.demand is None:
+        return None
+    cur = advice.current
+    measured = advice.measured and cur.measured_us is not None
+    return diagnose(advice.subject, cur.config, cur.measured_us if measured else None)
+
+
+def _diagnose_layer(layer, config: Config, time_us: float | None, basis: str) -> Diagnosis:
+    """Launches run one after another: each part diagnosed at its own predicted time (scaled so the parts
+    add up to a measured layer time), causes added by name."""
+    cands = [p.predict([config])[0] for p in layer.parts]
+    predicted = sum(c.predicted_us for c in cands)
+    scale = time_us / predicted if time_us is not None and predicted else 1.0
+    parts = [_diagnose(p, config, c.ceiling, c.predicted_us * scale, basis if time_us is not None else "predicted")
+             for p, c in zip(layer.parts, cands, strict=True)]
+    causes: dict[str, Cause] = {}
+    for d in parts:
+        for c in d.causes:
+            if c.name in causes:
+                causes[c.name].us += c.us
+                causes[c.name].estimate_us += c.estimate_us
+                causes[c.name].why += f"; {c.why}"
+            else:
+                causes[c.name] = Cause(c.name, c.us, c.estimate_us, c.why)
+    notes = [f"{len(parts)} launches one after another ({', '.join(p.label for p in layer.parts)}): causes added"]
+    if time_us is not None:
+        notes.append("the measured layer time split over its launches in proportion to their predicted times")
+    notes += list(dict.fromkeys(n for d in parts for n in d.notes))
+    return Diagnosis(layer.label, parts[0].gpu, config, sum(d.time_us for d in parts), parts[0].basis,
+                     sum(d.ideal_us for d in parts), sum(d.ceiling_us for d in parts),
+                     list(causes.values()), notes)
+
+
+# ------------------------------------------------------------------------------------------- the model
+
+@dataclass
+class _Loop:
+    """The K loop of one CTA: trips, operand bytes per trip, output bytes after the loop, stages."""
+
+    trips: float
+    bytes_per_trip: float
+    epilogue_bytes: float
+    stages: int
+
+
+@dataclass
+class _Sass:
+    division_calls: float = 0.0   # per warp
+    division_body: int = 0        # instructions of the subroutine
+    division_names: tuple = ()
+    spill_bytes: float = 0.0      # per warp: local loads and stores
+    trips: float | None = None    # the longest loop whose bound the launch determines
+
+
+def _per_sm_rate(key: str, demand: Demand, rates) -> float | None:
+    """Sustained work per second of one SM on `key` (FLOPs, warp instructions, shared bytes)."""
+    spec = rates.spec
+    if key == "tensor":
+        chip = rates.tensor_tflops.get(demand.tensor_dtype)
+        if chip is None or demand.tensor_flops_per_cta is None:
+            return None
+        kind = spec.mma_sync_fraction if demand.tensor_kind == "mma_sync" else 1.0
+        return chip * kind * 1e12 / spec.sms
+    chip = {"fma": rates.fma_tflops * 1e12 / 2 / 32, "alu": rates.alu_ginst * 1e9, "xu": rates.xu_ginst * 1e9,
+            "lsu": rates.lsu_ginst * 1e9, "smem": rates.smem_tbs * 1e12}[key]
+    return chip / spec.sms
+
+
+def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: str) -> Diagnosis:
+    d, rates, spec = ceiling.demand, subject.gpu.rates, subject.spec
+    if d is None:
+        raise AdvisorError(f"{subject.label}: its ceiling carries no demand (the work behind it): nothing to diagnose")
+    sms, launch_us = spec.sms, rates.launch_us
+    notes: list[str] = []
+    rate = {k: _per_sm_rate(k, d, rates) for k in _SM_KEYS}
+    rate = {k: r for k, r in rate.items() if r}
+    dram_us = ceiling.pipelines.get("dram") or 0.0
+    total = {k: d.total(k) for k in rate}
+    useful = subject.useful_flops() if "tensor" in rate else None
+    ideal_work = dict(total, tensor=min(useful, total["tensor"])) if useful is not None else dict(total)
+    if useful is None and total.get("tensor"):
+        notes.append("useful tensor work unknown for this launch (masks not evaluated): padding not separated")
+
+    def chip_us(work: dict[str, float]) -> dict[str, float]:
+        return {k: w / (rate[k] * sms) * 1e6 for k, w in work.items()}
+
+    ideal_t, padded_t = chip_us(ideal_work), chip_us(total)
+    busiest_t = {k: d.busiest_sm_work(k, sms) / rate[k] * 1e6 for k in rate}
+    ideal_main = max([*ideal_t.values(), dram_us])
+    padded_main = max([*padded_t.values(), dram_us])
+    busiest_main = max([*busiest_t.values(), dram_us])
+    binding = max(busiest_t, key=busiest_t.get) if busiest_t and max(busiest_t.values()) >= dram_us else "dram"
+    ideal_us = ideal_main + launch_us
+    if busiest_main + launch_us > ceiling.ceiling_us * 1.001:
+        notes.append(f"ideal + padding + tail ({busiest_main + launch_us:.1f} us) lies above the ceiling "
+                     f"({ceiling.ceiling_us:.1f} us): the ceiling takes the busiest SM at its boost clock, the "
+                     "diagnosis at the sustained rate")
+
+    active = max(d.active_ctas, 1)
+    per_sm = max(ceiling.ctas_per_sm, 1)
+    busiest_ctas = math.ceil(active / sms)
+    resident = min(per_sm, busiest_ctas)
+    exposed = busiest_ctas if resident == 1 else 1  # CTAs whose fill and epilogue no other CTA hides
+    latency = LOAD_LATENCY_CYCLES.get(spec.arch)
+    clock_hz = rates.clock_ghz * 1e9
+    sass = _read_sass(subject, config, notes)
+    loop = _loop(subject, config, d, sass, notes)
+    mem_rate = (rates.l2_tbs or rates.dram_tbs) * 1e12 / sms  # one SM's share of the L2 rate, bytes/s
+
+    estimates: list[tuple[str, float, str]] = []
+    pad_pct = 1 - ideal_work.get("tensor", 0) / total["tensor"] if total.get("tensor") else 0.0
+    estimates.append(("padding", padded_main - ideal_main,
+                      f"{pad_pct:.0%} of the tensor work is tile padding"
+                      + ("" if padded_main > ideal_main else ", off the binding path (another pipeline binds)")))
+    exit_ctas = max(0, d.ctas - d.active_ctas)
+    if latency is not None:
+        l2_us = latency["l2"] / clock_hz * 1e6
+        waves = math.ceil(exit_ctas / (sms * per_sm)) if exit_ctas else 0
+        estimates.append(("exit-only CTAs", waves * l2_us,
+                          f"{exit_ctas} of {d.ctas} CTAs only exit: {waves} round(s) of CTA slots at one L2 "
+                          f"round trip ({latency['l2']:.0f} cycles) each"))
+    waves_f = active / sms
+    estimates.append(("tail wave", busiest_main - padded_main,
+                      f"the busiest SM runs {busiest_ctas} CTAs against {waves_f:.2f} on average ({binding} "
+                      "work of the busiest SM over the average)"))
+    if loop is not None and latency is not None and loop.trips > 0:
+        frac = min(1.0, d.dram_bytes / d.l2_bytes) if d.l2_bytes else 1.0
+        lat_s = (frac * latency["dram"] + (1 - frac) * latency["l2"]) / clock_hz
+        trip_s = (busiest_main * 1e-6) / busiest_ctas / loop.trips  # one trip of one CTA at the binding rate
+        load_s = loop.bytes_per_trip / mem_rate
+        fill = lat_s + min(load_s, trip_s)
+        estimates.append(("fill/drain", exposed * fill * 1e6,
+                          f"per CTA {loop.trips:g} trips of {trip_s * 1e6:.3f} us; prologue and epilogue of the "
+                          f"software pipeline cost {fill * 1e6:.2f} us ({lat_s * 1e6:.2f} us latency + one trip), "
+                          f"exposed {exposed}x ({resident} CTA(s) per SM)"))
+        epi = loop.epilogue_bytes / mem_rate
+        estimates.append(("epilogue", exposed * epi * 1e6,
+                          f"{loop.epilogue_bytes / 1024:.0f} KB of output per CTA leaves after the loop at the SM's "
+                          f"share of L2 ({mem_rate / 1e9:.0f} GB/s): {epi * 1e6:.2f} us, exposed {exposed}x"))
+        in_flight = resident * max(loop.stages - 1, 1) * loop.bytes_per_trip
+        need_rate = loop.bytes_per_trip / trip_s if trip_s > 0 else 0.0
+        needed = lat_s * need_rate
+        loop_bytes = busiest_ctas * loop.trips * loop.bytes_per_trip
+        loss = loop_bytes * (lat_s / in_flight - 1 / need_rate) if in_flight < needed and need_rate else 0.0
+        estimates.append(("memory latency", loss * 1e6,
+                          f"{in_flight / 1024:.0f} KB in flight per SM ({resident} CTA(s) x {max(loop.stages - 1, 1)}"
+                          f" stage(s) x {loop.bytes_per_trip / 1024:.0f} KB) against {needed / 1024:.0f} KB that "
+                          f"{lat_s * 1e6:.2f} us of latency x {need_rate / 1e9:.0f} GB/s needs"))
+        if need_rate > mem_rate * 1.05:
+            notes.append(f"the operand stream needs {need_rate * sms / 1e12:.1f} TB/s between L2 and the SMs, above "
+                         f"the {mem_rate * sms / 1e12:.1f} TB/s L2 probe; not counted as a cause: kernels have moved "
+                         "more than the probe reads (benchmarks/RESULTS.md section 4)")
+    elif latency is None:
+        notes.append(f"no documented load latency for {spec.name}: exit-only CTAs, fill/drain, epilogue and memory "
+                     "latency not estimated")
+    if sass.division_calls:
+        chain = sass.division_calls * sass.division_body * DEPENDENT_ISSUE_CYCLES / clock_hz
+        estimates.append(("software division", busiest_ctas * chain / resident * 1e6,
+                          f"{sass.division_calls:g} call(s) per warp of {', '.join(sass.division_names)} "
+                          f"({sass.division_body} dependent instructions; ptxas takes it for operands past 32 "
+                          "bits: at most this)"))
+    if sass.spill_bytes:
+        spill = busiest_ctas * sass.spill_bytes * config.num_warps / (rates.smem_tbs * 1e12 / sms)
+        estimates.append(("register spills", spill * 1e6,
+                          f"{sass.spill_bytes * config.num_warps / 1024:.0f} KB of local loads and stores per CTA "
+                          f"({d.local_bytes or 0} B per thread spilled) through the SM's L1"))
+    elif d.local_bytes:
+        notes.append(f"{d.local_bytes} B per thread of local memory, but no local loads or stores were counted")
+
+    causes, left = [], max(0.0, time_us - ideal_us)
+    if time_us < ideal_us:
+        notes.append(f"the time ({time_us:.1f} us) is under the ideal ({ideal_us:.1f} us): nothing to explain")
+    for name, estimate, why in estimates:
+        share = min(max(estimate, 0.0), left)
+        left -= share
+        causes.append(Cause(name, share, max(estimate, 0.0), why))
+    causes.append(Cause("unexplained", left, left, "what the causes above do not account for"))
+    return Diagnosis(subject.label, spec.name, config, time_us, basis, ideal_us, ceiling.ceiling_us, causes,
+                     notes + list(ceiling.notes))
+
+
+# ------------------------------------------------------------------------------------------- the launch
+
+def _launch(subject, config: Config):
+    from advisor.advice.subjects import FamilySubject, LaunchSubject
+
+    if isinstance(subject, LaunchSubject):
+        return subject.launch_for(config)
+    if isinstance(subject, FamilySubject) and subject.family.describe_launch is not None:
+        return subject.family.describe_launch(subject.shape, config, subject.gpu.arch)
+    return None
+
+
+def _read_sass(subject, config: Config, notes: list[str]) -> _Sass:
+    """Division calls, spill traffic and the longest determined loop, from the compiled SASS and TTGIR."""
+    from ceilings.compile import compile_launch
+    from ceilings.sass import weigh
+    from ceilings.sass_map import access_bytes
+    from ceilings.ttir_eval import loop_trip_counts
+
+    launch = _launch(subject, config)
+    if launch is None:
+        notes.append("no launch to compile: serialisation in the SASS not read")
+        return _Sass()
+    try:
+        compiled = compile_launch(launch, subject.gpu.arch)
+        scalars = {k: v for k, v in launch.scalars if isinstance(v, int | bool)}
+        trips = loop_trip_counts(compiled.ttgir, scalars)
+        code, functions = weigh(compiled.sass, launch.kernel, trips)
+    except AdvisorError as exc:
+        notes.append(f"SASS not read ({exc}): serialisation not estimated")
+        return _Sass()
+    except Exception as exc:  # the compiler's own errors: the diagnosis goes on without the SASS
+        notes.append(f"SASS not read ({type(exc).__name__}): serialisation not estimated")
+        return _Sass()
+    out = _Sass(trips=max((t for t in trips if t), default=None))
+    names = set()
+    for ins, times in code.instructions():
+        if ins.opcode == "CALL" and ins.target and _SOFTWARE_DIVISION.search(ins.target):
+            out.division_calls += times
+            out.division_body = max(out.division_body, len(functions.get(ins.target, code.fn).instructions))
+            names.add(ins.target)
+        elif ins.opcode in ("LDL", "STL"):
+            out.spill_bytes += times * access_bytes(ins)
+    out.division_names = tuple(sorted(names))
+    return out
+
+
+def _loop(subject, config: Config, d: Demand, sass: _Sass, notes: list[str]) -> _Loop | None:
+    """The K loop: for a tiled config (BLOCK_M/N/K), trips = per-CTA tensor FLOPs / one tile product's
+    and the A and B tiles per trip; otherwise the longest determined loop of the IR and the demand's
+    per-CTA L2 bytes per trip."""
+    from advisor.advice.subjects import element_bytes_of
+    from advisor.model.features import tile_sizes
+
+    # Operand tiles hold the MMA's input type; without tensor work, the widest tensor of the launch.
+    size = _INPUT_BYTES.get(d.tensor_dtype) if d.tensor_flops_per_cta else None
+    if size is None:
+        launch = _launch(subject, config)
+        size = element_bytes_of(launch) if launch is not None else 2
+    t = tile_sizes(config)
+    bm, bn, bk = t["tile_m"], t["tile_n"], t["tile_k"]
+    if bm and bn and bk and d.tensor_flops_per_cta:
+        trips = d.tensor_flops_per_cta / (2 * bm * bn * bk)
+        return _Loop(trips, (bm + bn) * bk * size, bm * bn * size, config.num_stages)
+    if sass.trips:
+        per_cta = d.l2_bytes / max(d.active_ctas, 1)
+        notes.append(f"no BLOCK_M/N/K tiles: the loop of {sass.trips:g} trips takes the demand's {per_cta / 1024:.0f} "
+                     "KB per CTA evenly; no epilogue separated")
+        return _Loop(float(sass.trips), per_cta / sass.trips, 0.0, config.num_stages)
+    notes.append("no loop whose trip count the launch determines: fill/drain, epilogue and latency not estimated")
+    return None
+
+
+# ------------------------------------------------------------------------------------------- text
+
+def render_lines(dx: Diagnosis, width: int = 80) -> list[str]:
+    """The diagnosis as plain lines of at most `width` characters: a bar of us per cause."""
+    head = f"{dx.label} on {dx.gpu}, {dx.config.label()}"
+    lines = textwrap.wrap(head, width) + textwrap.wrap(
+        f"{dx.basis} {dx.time_us:.1f} us; ceiling {dx.ceiling_us:.1f} us; ideal {dx.ideal_us:.1f} us (useful work "
+        f"at the chip's sustained rates): gap {dx.gap_us:.1f} us, {dx.explained_share:.0%} explained "
+        f"({dx.explained_share_above_ceiling:.0%} of the {max(0.0, dx.time_us - dx.ceiling_us):.1f} us above the "
+        "ceiling)", width)
+    name_w = 18
+    bar_w = width - name_w - 8 - 4 - 1 - 4  # name, "%8.1f", " us ", " ", "100%"
+    top = max((c.us for c in dx.causes), default=0.0) or 1.0
+    lines.append("")
+    for c in dx.causes:
+        cells = c.us / top * bar_w
+        bar = "█" * int(cells) + ("▌" if cells - int(cells) >= 0.5 else "")
+        share = f"{c.us / dx.gap_us:4.0%}" if dx.gap_us else "  - "
+        lines.append(f"{c.name:<{name_w}}{c.us:8.1f} us {bar:<{bar_w}} {share}".rstrip())
+        if c.us > 0 or c.name != "unexplained":
+            lines += textwrap.wrap(c.why, width, initial_indent="    ", subsequent_indent="    ")
+    for note in dx.notes:
+        lines += textwrap.wrap(f"note: {note}", width, subsequent_indent="      ")
+    return lines
