@@ -2,7 +2,8 @@
 `advisor.commands`).
 
 Exit codes: 0 done; 1 findings (`suggest`: a launch gains more than --min-speedup or its config cannot
-run on the GPU; `apply --verify`: rolled back); 2 a user error, printed as one line on stderr, also a
+run on the GPU; `apply --verify`: rolled back; `apply`: a config left to add by hand to an
+autotune list built by code); 2 a user error, printed as one line on stderr, also a
 bad argument and a config that cannot run given to `ceiling`/`predict` (it has no ceiling). Data goes
 to stdout, progress and diagnostics to stderr.
 """

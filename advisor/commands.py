@@ -287,15 +287,22 @@ def cmd_apply(args) -> int:
                                "machine, or drop --verify (the .bak keeps the old file)")
     advices = _advices(args)
     check_fit([a for a in advices if a.gains(args.min_speedup)])
-    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup, args.force_gpu) if e.changed]
+    by_hand: list = []  # configs for autotune lists built by code: what a person adds (advice.autotune_hand)
+    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup, args.force_gpu, by_hand)
+             if e.changed]
+    for hand in by_hand:
+        print(hand.text())
+    # Exit 1 while a hand edit is left to do: the suggestion is not in the file yet.
+    left = 1 if by_hand else 0
     if not edits:
-        print("nothing to change: every launch already has its best config (or gains too little)")
-        return 0
+        if not by_hand:
+            print("nothing to change: every launch already has its best config (or gains too little)")
+        return left
     for edit in edits:
         print(edit.diff(), end="" if edit.diff().endswith("\n") else "\n")
     if args.dry_run:
         print(f"dry run: {len(edits)} file(s) not written", file=sys.stderr)
-        return 0
+        return left
     for edit in edits:  # every file writable before the first is written
         apply.check_writable(edit)
     written = []
@@ -310,8 +317,8 @@ def cmd_apply(args) -> int:
         _restore(written)
         raise AdvisorError(f"{exc} (the {len(written)} file(s) written before it were restored)") from None
     if args.verify:
-        return _verify(advices, written, args.min_speedup)
-    return 0
+        return _verify(advices, written, args.min_speedup) or left
+    return left
 
 
 def _restore(written) -> None:
