@@ -222,12 +222,10 @@ def cmd_predict(args) -> int:
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
         return 0
     for c, p, title in zip(results, predictions, titles, strict=True):
-        ceil.render_text(c, title)
         lo, hi = p["predicted_interval_us"]
-        print(f"predicted {p['predicted_us']:.2f} us (80% interval {lo:.2f}-{hi:.2f}) against a ceiling of "
-              f"{c.ceiling_us:.2f} us: predicted efficiency {c.ceiling_us / p['predicted_us']:.0%}")
-        for note in p["notes"]:
-            print(f"note: {note}")
+        line = (f"predicted {p['predicted_us']:.2f} us (80% interval {lo:.2f}-{hi:.2f}) against a ceiling of "
+                f"{c.ceiling_us:.2f} us: predicted efficiency {c.ceiling_us / p['predicted_us']:.0%}")
+        ceil.render_text(c, title, prediction=line, more_caveats=p["notes"])
     return 0
 
 

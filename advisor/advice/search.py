@@ -107,6 +107,7 @@ class Advice:
     why: str = ""
     cannot_run: str | None = None          # why the current config cannot run on the GPU (a finding)
     basis: str = "predicted"               # what the verdict rests on (advisor.advice.measured.weigh)
+    model_notes: list[str] = field(default_factory=list)  # the latency model's caveats (outside its data)
 
     @property
     def best(self) -> Candidate:
@@ -131,6 +132,20 @@ class Advice:
         """How many times slower than its own ceiling the current config runs (predicted or measured)."""
         return self.time_of(self.current) / self.current.ceiling.ceiling_us
 
+    @property
+    def caveats(self) -> list[str]:
+        """What the advice's numbers rest on that may not hold, once each: the search's own (a space cut
+        to the configs nearest the current one), the notes of the current and suggested configs'
+        ceilings (loop bounds counted once, data-dependent exits, the warm-L2 assumption and the working
+        set it assumed, unknown rates) and the latency model's (a kernel outside its training data).
+        Compile facts (spills) are findings, not caveats: they stay in the candidates' notes."""
+        notes = list(getattr(self.subject, "notes", []))
+        for cand in (self.current, self.best):
+            if cand.ceiling is not None:
+                notes += cand.ceiling.notes
+        # Why the current config cannot run is the finding itself (the unrunnable ceiling's one note).
+        return [n for n in dict.fromkeys(notes + self.model_notes) if n != self.cannot_run]
+
     def to_json(self) -> dict:
         s = self.subject
         return {"launch": s.label, "kernel": s.kernel, "gpu": s.spec.name,
@@ -140,7 +155,8 @@ class Advice:
                 "speedup": round(self.speedup, 4), "headroom": round(self.headroom, 4),
                 "binding": self.current.ceiling.binding, "why": self.why,
                 "ranked": [c.to_json() for c in self.ranked], "considered": self.considered,
-                "pruned": dict(self.pruned), "measured": self.measured, "basis": self.basis}
+                "pruned": dict(self.pruned), "measured": self.measured, "basis": self.basis,
+                "caveats": self.caveats}
 
 
 # ----------------------------------------------------------------------------------------------- ranking
@@ -164,6 +180,14 @@ def _model(gpu: GPU):
     from advisor.model.predict import model_for
 
     return model_for(gpu)
+
+
+def outside_data(model, kernel: str) -> list[str]:
+    """The model's caveat for a kernel it was not trained on (the words `advisor predict` uses)."""
+    trained_on = set(getattr(model, "meta", {}).get("kernels", []))
+    if not trained_on or kernel in trained_on:
+        return []
+    return [f"the model was trained on {', '.join(sorted(trained_on))} only: {kernel} is outside its data"]
 
 
 # A speed-up below this prints as 1.00x: no gain (`search` keeps the current config, `explain` says so).
@@ -211,7 +235,8 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
     if confirm and not cannot_run:
         _, notes = subject.confirm(subject.current)
         current.notes = notes + current.notes
-    advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run)
+    advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run,
+                    model_notes=outside_data(model or _model(subject.gpu), subject.kernel))
     if measure:
         run = subject.measurer()
         current.measured_us = None if cannot_run else run(current.config)
