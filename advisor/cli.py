@@ -229,12 +229,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("advisor: interrupted", file=sys.stderr)
-        return 130
+        _exit_now(130)
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _exit_now(code: int) -> None:
+    """Exit at once: Ctrl-C must end a command within a second, and a normal exit first runs torch's and
+    Triton's exit handlers (seconds on a busy machine). Nothing is lost: files are written atomically as
+    they are made; the compile workers are killed and their queues released first (the collection frees
+    the queues' semaphores, which multiprocessing's resource tracker would report as leaked)."""
+    import contextlib
+    import gc
+    import os
+
+    from advisor.advice import compile_pool
+
+    compile_pool.stop()
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

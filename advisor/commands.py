@@ -5,6 +5,7 @@ Raises AdvisorError for user errors; `advisor.cli.main` turns it into one line o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -251,7 +252,31 @@ def _advices(args):
     subjects = subjects_for(args.target, preset=args.preset, tp=args.tp, tokens=args.tokens, shapes=args.shape,
                             trace=args.trace, kernel=args.kernel, gpu=gpu, config_dir=args.config_dir,
                             call=args.call)
-    return advise(subjects, top_k=args.top_k, confirm=not args.no_confirm, measure=args.measure)
+    with compile_progress() as progress:
+        return advise(subjects, top_k=args.top_k, confirm=not args.no_confirm, measure=args.measure,
+                      progress=progress)
+
+
+@contextlib.contextmanager
+def compile_progress():
+    """A progress bar of the candidates' compiles on stderr when it is a terminal (rich), else nothing:
+    yields the `progress(done, total, what)` callable for advisor.advice.search, or None."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        tasks: dict[str, object] = {}
+
+        def progress(done: int, total: int, what: str) -> None:
+            if what not in tasks:
+                tasks[what] = bar.add_task(what, total=total)
+            bar.update(tasks[what], completed=done, total=total)
+
+        yield progress
 
 
 def cmd_suggest(args) -> int:

@@ -139,12 +139,13 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
                        "(from `advisor record -- python prog.py`) or a launch JSON")
 
 
-def advise(subjects: Sequence[Subject], top_k: int = 5, confirm: bool = True, measure: int = 0) -> list[Advice]:
+def advise(subjects: Sequence[Subject], top_k: int = 5, confirm: bool = True, measure: int = 0,
+           progress=None) -> list[Advice]:
     """Search each subject; a config measured fastest on the GPU stays unless the prediction beats it beyond
-    the model's error (advisor.advice.measured)."""
+    the model's error (advisor.advice.measured). `progress(done, total, what)`: told of the compiles."""
     from advisor.advice.measured import weigh
 
-    return [weigh(search(s, top_k, confirm, measure=measure)) for s in subjects]
+    return [weigh(search(s, top_k, confirm, measure=measure, progress=progress)) for s in subjects]
 
 
 # ------------------------------------------------------------------------------------------ apply
