@@ -2,7 +2,8 @@
 `advisor.commands`).
 
 Exit codes: 0 done; 1 findings (`suggest`: a launch gains more than --min-speedup or its config cannot
-run on the GPU; `apply --verify`: rolled back); 2 a user error, printed as one line on stderr, also a
+run on the GPU; `apply --verify`: rolled back; `apply`: a config left to add by hand to an
+autotune list built by code); 2 a user error, printed as one line on stderr, also a
 bad argument and a config that cannot run given to `ceiling`/`predict` (it has no ceiling). Data goes
 to stdout, progress and diagnostics to stderr.
 """
@@ -245,12 +246,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("advisor: interrupted", file=sys.stderr)
-        return 130
+        _exit_now(130)
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _exit_now(code: int) -> None:
+    """Exit at once: Ctrl-C must end a command within a second, and a normal exit first runs torch's and
+    Triton's exit handlers (seconds on a busy machine). Nothing is lost: files are written atomically as
+    they are made; the compile workers are killed and their queues released first (the collection frees
+    the queues' semaphores, which multiprocessing's resource tracker would report as leaked)."""
+    import contextlib
+    import gc
+    import os
+
+    from advisor.advice import compile_pool
+
+    compile_pool.stop()
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Raises AdvisorError for user errors; `advisor.cli.main` turns it into one line o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -224,12 +225,10 @@ def cmd_predict(args) -> int:
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
         return 0
     for c, p, title in zip(results, predictions, titles, strict=True):
-        ceil.render_text(c, title)
         lo, hi = p["predicted_interval_us"]
-        print(f"predicted {p['predicted_us']:.2f} us (80% interval {lo:.2f}-{hi:.2f}) against a ceiling of "
-              f"{c.ceiling_us:.2f} us: predicted efficiency {c.ceiling_us / p['predicted_us']:.0%}")
-        for note in p["notes"]:
-            print(f"note: {note}")
+        line = (f"predicted {p['predicted_us']:.2f} us (80% interval {lo:.2f}-{hi:.2f}) against a ceiling of "
+                f"{c.ceiling_us:.2f} us: predicted efficiency {c.ceiling_us / p['predicted_us']:.0%}")
+        ceil.render_text(c, title, prediction=line, more_caveats=p["notes"])
     return 0
 
 
@@ -320,7 +319,31 @@ def _advices(args):
     subjects = subjects_for(args.target, preset=args.preset, tp=args.tp, tokens=args.tokens, shapes=args.shape,
                             trace=args.trace, kernel=args.kernel, gpu=gpu, config_dir=args.config_dir,
                             call=args.call)
-    return advise(subjects, top_k=args.top_k, confirm=not args.no_confirm, measure=args.measure)
+    with compile_progress() as progress:
+        return advise(subjects, top_k=args.top_k, confirm=not args.no_confirm, measure=args.measure,
+                      progress=progress)
+
+
+@contextlib.contextmanager
+def compile_progress():
+    """A progress bar of the candidates' compiles on stderr when it is a terminal (rich), else nothing:
+    yields the `progress(done, total, what)` callable for advisor.advice.search, or None."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        tasks: dict[str, object] = {}
+
+        def progress(done: int, total: int, what: str) -> None:
+            if what not in tasks:
+                tasks[what] = bar.add_task(what, total=total)
+            bar.update(tasks[what], completed=done, total=total)
+
+        yield progress
 
 
 def cmd_suggest(args) -> int:
@@ -354,15 +377,22 @@ def cmd_apply(args) -> int:
                                "machine, or drop --verify (the .bak keeps the old file)")
     advices = _advices(args)
     check_fit([a for a in advices if a.gains(args.min_speedup)])
-    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup, args.force_gpu) if e.changed]
+    by_hand: list = []  # configs for autotune lists built by code: what a person adds (advice.autotune_hand)
+    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup, args.force_gpu, by_hand)
+             if e.changed]
+    for hand in by_hand:
+        print(hand.text())
+    # Exit 1 while a hand edit is left to do: the suggestion is not in the file yet.
+    left = 1 if by_hand else 0
     if not edits:
-        print("nothing to change: every launch already has its best config (or gains too little)")
-        return 0
+        if not by_hand:
+            print("nothing to change: every launch already has its best config (or gains too little)")
+        return left
     for edit in edits:
         print(edit.diff(), end="" if edit.diff().endswith("\n") else "\n")
     if args.dry_run:
         print(f"dry run: {len(edits)} file(s) not written", file=sys.stderr)
-        return 0
+        return left
     for edit in edits:  # every file writable before the first is written
         apply.check_writable(edit)
     written = []
@@ -377,8 +407,8 @@ def cmd_apply(args) -> int:
         _restore(written)
         raise AdvisorError(f"{exc} (the {len(written)} file(s) written before it were restored)") from None
     if args.verify:
-        return _verify(advices, written, args.min_speedup)
-    return 0
+        return _verify(advices, written, args.min_speedup) or left
+    return left
 
 
 def _restore(written) -> None:

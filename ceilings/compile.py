@@ -298,8 +298,10 @@ def _resource_usage(cubin: bytes) -> dict:
             "sass": sass}
 
 
-def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=None) -> CompiledKernel:
-    """Compile the launch's kernel for sm_`arch` with the launch's specialisation; no GPU needed."""
+def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=None,
+                   cached_only: bool = False) -> CompiledKernel | None:
+    """Compile the launch's kernel for sm_`arch` with the launch's specialisation; no GPU needed.
+    `cached_only`: the cached result, or None instead of compiling (to plan parallel compiles)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
@@ -328,6 +330,8 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
             return CompiledKernel(**json.loads(path.read_text()))
         except (json.JSONDecodeError, TypeError):
             path.unlink(missing_ok=True)
+    if cached_only:
+        return None
     if _interpreting():
         return _compile_in_child(launch, arch, use_cache)
     try:

@@ -147,24 +147,49 @@ def call_ceilings(path: str | Path, call: str, gpu: GPU, kernel: str | None = No
     return out
 
 
-def render_text(ceiling: Ceiling, title: str) -> None:
+# Pipelines whose time is shown but is no roof: the ceiling is the max over the others (plus the launch
+# floor), so such a time can exceed the ceiling while another pipeline binds. L2 is one because its rate is
+# a probe's reach, not the hardware's limit (ceilings.roofline). A share "of ceiling" would read 209% next
+# to a binding pipeline at 100%, so its share column says what it is instead, and its bar is drawn on the
+# same scale as the roofs, cut at the bar's width.
+NOT_A_ROOF = ("l2",)
+_BAR = 24
+
+
+def render_text(ceiling: Ceiling, title: str, prediction: str | None = None, more_caveats=(), console=None) -> None:
+    """The ceiling as a table, then `prediction` (a line of `advisor predict`) and every caveat the
+    numbers rest on (the ceiling's notes and `more_caveats`), one per line under the table."""
     from rich.console import Console
     from rich.table import Table
 
+    from advisor.advice.report import print_caveats
+
+    console = console or Console()
     table = Table(title=title, caption=_caption(ceiling))
     for col, justify in (("pipeline", "left"), ("us", "right"), ("of ceiling", "right"), ("", "left")):
         table.add_column(col, justify=justify, no_wrap=True)
-    top = max((v for v in ceiling.pipelines.values() if v), default=1.0)
+    roofs = [v for k, v in ceiling.pipelines.items() if v and k not in NOT_A_ROOF]
+    top = max(roofs, default=1.0)
     for pipe, us in ceiling.pipelines.items():
         if us is None:
             table.add_row(pipe, "?", "", "unknown")
             continue
+        bar = "█" * min(_BAR, max(0, round(_BAR * us / top)))
+        if pipe in NOT_A_ROOF:
+            over = "▶" if us > top else ""
+            table.add_row(pipe, f"{us:.2f}", "not a roof", bar + over + "  overlaps", style="dim")
+            continue
         share = us / ceiling.ceiling_us if ceiling.ceiling_us else 0.0
-        bar = "█" * max(0, round(24 * us / top))
         mark = "  ◀ binding" if pipe == ceiling.binding else ""
         style = "bold" if pipe == ceiling.binding else None
         table.add_row(pipe, f"{us:.2f}", f"{share:.0%}", bar + mark, style=style)
-    Console().print(table)
+    console.print(table)
+    if prediction:
+        console.print(prediction, highlight=False, markup=False)
+    caveats = list(dict.fromkeys([*ceiling.notes, *more_caveats]))
+    if caveats:
+        console.print("caveats:", highlight=False, markup=False)
+        print_caveats(console, caveats, limit=len(caveats))
 
 
 def _caption(c: Ceiling) -> str:

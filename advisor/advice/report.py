@@ -49,14 +49,18 @@ def _how(a: Advice) -> str:
 
 
 def message(a: Advice) -> str:
+    """One finding in words, its caveats appended (a CI annotation shows nothing else of the launch)."""
     if a.cannot_run:
         fix = ("no config searched can run either" if a.best.config == a.current.config else
                f"use {a.best.config.label()} ({a.time_of(a.best):.1f} us {_how(a)})")
-        return (f"{a.subject.label}: {a.current.config.label()} cannot run on {a.subject.spec.name}: "
+        text = (f"{a.subject.label}: {a.current.config.label()} cannot run on {a.subject.spec.name}: "
                 f"{a.cannot_run}; {fix}")
-    return (f"{a.subject.label}: {a.current.config.label()} -> {a.best.config.label()}, {a.speedup:.2f}x "
-            f"{_how(a)} on {a.subject.spec.name} ({a.time_of(a.current):.1f} -> {a.time_of(a.best):.1f} us); "
-            f"bound by {a.current.ceiling.binding}; {a.why}")
+    else:
+        text = (f"{a.subject.label}: {a.current.config.label()} -> {a.best.config.label()}, {a.speedup:.2f}x "
+                f"{_how(a)} on {a.subject.spec.name} ({a.time_of(a.current):.1f} -> {a.time_of(a.best):.1f} us); "
+                f"bound by {a.current.ceiling.binding}; {a.why}")
+    caveats = a.caveats
+    return text + (f". Caveats: {'; '.join(caveats)}" if caveats else "")
 
 
 def _finite(value):
@@ -115,7 +119,7 @@ def to_sarif(advices: Sequence[Advice], min_speedup: float) -> str:
             continue
         props = {"current": a.current.config.to_dict(), "suggested": a.best.config.to_dict(),
                  "launch": a.subject.label, "gpu": a.subject.spec.name,
-                 "basis": _how(a)}
+                 "basis": _how(a), "caveats": a.caveats}
         if a.cannot_run:
             result = {"ruleId": _CANNOT_RUN, "level": "error", "message": {"text": message(a)},
                       "properties": {**props, "reason": a.cannot_run}}
@@ -186,15 +190,44 @@ def render_text(advices: Sequence[Advice], min_speedup: float, width: int | None
     findings = [a for a in advices if is_finding(a, min_speedup)]
     console.print(f"{len(findings)} finding(s): a gain over {min_speedup:.2f}x (bold) or a config that cannot run",
                   highlight=False, markup=False)
+    # Caveats under the launch they qualify; those every launch shares (a routing assumption of all token
+    # counts, an uncalibrated rate) once, after the launches, so 18 token counts do not repeat them 18 times.
+    shared = set.intersection(*(set(a.caveats) for a in advices)) if len(advices) > 1 else set()
     for a in advices:
-        if is_finding(a, min_speedup) or a.basis == "measured":  # a measured config kept: say why
-            loc = a.subject.location
-            console.print(f"- {a.subject.label}: {a.why}" + (f" [{_rel(loc.path)}:{loc.line}]" if loc else ""),
-                          highlight=False, markup=False)
+        why = is_finding(a, min_speedup) or a.basis == "measured"  # a measured config kept: say why
+        own = [c for c in a.caveats if c not in shared]
+        if not why and not own:
+            continue
+        loc = a.subject.location
+        console.print(f"- {a.subject.label}" + (f": {a.why}" if why else "")
+                      + (f" [{_rel(loc.path)}:{loc.line}]" if loc and why else ""), highlight=False, markup=False)
+        print_caveats(console, own)
+    if shared:
+        console.print("- every launch above", highlight=False, markup=False)
+        print_caveats(console, [c for c in advices[0].caveats if c in shared])
     starred = ("*: the verdict rests on measurements on this GPU, " if any(_how(a) == "measured" for a in advices)
                else "")
+    marked = "! : a caveat: an assumption the numbers of the launch above it rest on; " \
+        if any(a.caveats for a in advices) else ""
     console.print(f"gain: current time over suggested ({starred}otherwise on the model's predictions); "
-                  f"{HEADROOM_NOTE}; bound: the binding pipeline of the current config; {LABEL_LEGEND}.",
+                  f"{HEADROOM_NOTE}; bound: the binding pipeline of the current config; {marked}{LABEL_LEGEND}.",
                   highlight=False, markup=False, style="dim")
     if measured:
         console.print(f"timed on this GPU: {sum(a.measured for a in advices)} configs", highlight=False)
+
+
+SHOWN_CAVEATS = 3  # per launch in text; --format json lists every one
+
+
+def print_caveats(console, caveats: Sequence[str], limit: int = SHOWN_CAVEATS) -> None:
+    """Each caveat on its own line under the launch it qualifies, wrapped with a hanging indent so it
+    reads at 80 columns; beyond `limit`, a count and where to read the rest."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    for note in caveats[:limit]:
+        console.print(Padding(Text(f"! {note}"), (0, 0, 0, 4)), highlight=False)
+    if len(caveats) > limit:
+        console.print(Padding(Text(f"! and {len(caveats) - limit} more (--format json lists them)"), (0, 0, 0, 4)),
+                      highlight=False)
+

@@ -11,6 +11,7 @@ returns the top k with ceiling, prediction, interval and a reason.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -19,9 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from advisor.advice.compile_pool import Progress, compile_ahead, reporting
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
-from ceilings.launch import Config
+from ceilings.launch import Config, Launch
 from ceilings.roofline import Ceiling
 from ceilings.validate import config_problem, launch_problem, unrunnable_ceiling
 
@@ -84,6 +86,11 @@ class Subject:
         """Compile for the target: (why it cannot run, or None; notes such as spills)."""
         return None, []
 
+    def confirm_launches(self, configs: Sequence[Config]) -> list[Launch]:
+        """The launches `confirm` compiles for these configs, which `search` compiles ahead in parallel
+        (advisor.advice.compile_pool); none where confirming needs no compile of its own."""
+        return []
+
     def useful_flops(self) -> float | None:
         """The tensor work the launch must do (to tell padding apart), when known."""
         return None
@@ -107,6 +114,7 @@ class Advice:
     why: str = ""
     cannot_run: str | None = None          # why the current config cannot run on the GPU (a finding)
     basis: str = "predicted"               # what the verdict rests on (advisor.advice.measured.weigh)
+    model_notes: list[str] = field(default_factory=list)  # the latency model's caveats (outside its data)
 
     @property
     def best(self) -> Candidate:
@@ -131,6 +139,20 @@ class Advice:
         """How many times slower than its own ceiling the current config runs (predicted or measured)."""
         return self.time_of(self.current) / self.current.ceiling.ceiling_us
 
+    @property
+    def caveats(self) -> list[str]:
+        """What the advice's numbers rest on that may not hold, once each: the search's own (a space cut
+        to the configs nearest the current one), the notes of the current and suggested configs'
+        ceilings (loop bounds counted once, data-dependent exits, the warm-L2 assumption and the working
+        set it assumed, unknown rates) and the latency model's (a kernel outside its training data).
+        Compile facts (spills) are findings, not caveats: they stay in the candidates' notes."""
+        notes = list(getattr(self.subject, "notes", []))
+        for cand in (self.current, self.best):
+            if cand.ceiling is not None:
+                notes += cand.ceiling.notes
+        # Why the current config cannot run is the finding itself (the unrunnable ceiling's one note).
+        return [n for n in dict.fromkeys(notes + self.model_notes) if n != self.cannot_run]
+
     def to_json(self) -> dict:
         s = self.subject
         return {"launch": s.label, "kernel": s.kernel, "gpu": s.spec.name,
@@ -140,7 +162,8 @@ class Advice:
                 "speedup": round(self.speedup, 4), "headroom": round(self.headroom, 4),
                 "binding": self.current.ceiling.binding, "why": self.why,
                 "ranked": [c.to_json() for c in self.ranked], "considered": self.considered,
-                "pruned": dict(self.pruned), "measured": self.measured, "basis": self.basis}
+                "pruned": dict(self.pruned), "measured": self.measured, "basis": self.basis,
+                "caveats": self.caveats}
 
 
 # ----------------------------------------------------------------------------------------------- ranking
@@ -166,12 +189,30 @@ def _model(gpu: GPU):
     return model_for(gpu)
 
 
+def outside_data(model, kernel: str) -> list[str]:
+    """The model's caveat for a kernel it was not trained on (the words `advisor predict` uses)."""
+    trained_on = set(getattr(model, "meta", {}).get("kernels", []))
+    if not trained_on or kernel in trained_on:
+        return []
+    return [f"the model was trained on {', '.join(sorted(trained_on))} only: {kernel} is outside its data"]
+
+
 # A speed-up below this prints as 1.00x: no gain (`search` keeps the current config, `explain` says so).
 NO_GAIN = 1.005
 
 
-def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, measure: int = 0) -> Advice:
-    """Rank the subject's config space; with `measure` > 0 time the current and top configs on the GPU."""
+def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, measure: int = 0,
+           progress: Progress | None = None) -> Advice:
+    """Rank the subject's config space; with `measure` > 0 time the current and top configs on the GPU.
+
+    Compiles (the demand of a kernel without an exact model, the confirmation of the finalists) run
+    in parallel worker processes (advisor.advice.compile_pool) and report to `progress(done, total,
+    what)` when given (a CLI's progress bar, a TUI's status)."""
+    with reporting(progress):
+        return _search(subject, top_k, confirm, model, measure)
+
+
+def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) -> Advice:
     space = list(dict.fromkeys(subject.space()))
     pruned: Counter = Counter()
     feasible = []
@@ -183,20 +224,29 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
             feasible.append(config)
     # The current config passes the same validator; one that cannot run gets no time (ceilings.validate).
     cannot_run = config_problem(subject.current, subject.spec, subject.precheck)
+    # One prediction of the current config and the feasible ones: their compiles run in one parallel batch.
+    batch = list(dict.fromkeys(([] if cannot_run else [subject.current]) + feasible))
+    predicted = dict(zip(batch, subject.predict(batch, model), strict=True))
     if not cannot_run:
-        (current,) = subject.predict([subject.current], model)
+        # Its own object: the confirm step below adds notes to the current and to each finalist.
+        current = dataclasses.replace(predicted[subject.current], notes=list(predicted[subject.current].notes))
         cannot_run = launch_problem(current.ceiling, subject.spec)
     if cannot_run:
         current = Candidate(subject.current, unrunnable_ceiling(subject.spec, subject.kernel, subject.current,
                                                                 cannot_run), math.inf, (math.inf, math.inf), [])
     ranked = []
-    for cand in subject.predict(feasible, model):
+    for cand in (predicted[c] for c in feasible):
         if cand.ceiling.ctas_per_sm == 0:
             pruned["a CTA does not fit on an SM (registers or shared memory)"] += 1
         else:
             ranked.append(cand)
     ranked.sort(key=lambda c: c.predicted_us)
     want = max(top_k, measure)
+    if confirm:  # the finalists' and the current config's confirming compiles, in parallel, into the cache
+        first = [c.config for c in ranked[:want]] + ([] if cannot_run else [subject.current])
+        launches = subject.confirm_launches(first)
+        if launches:
+            compile_ahead(launches, subject.spec.arch)
     finalists: list[Candidate] = []
     for cand in ranked:
         if len(finalists) >= want:
@@ -211,7 +261,8 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
     if confirm and not cannot_run:
         _, notes = subject.confirm(subject.current)
         current.notes = notes + current.notes
-    advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run)
+    advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run,
+                    model_notes=outside_data(model or _model(subject.gpu), subject.kernel))
     if measure:
         run = subject.measurer()
         current.measured_us = None if cannot_run else run(current.config)

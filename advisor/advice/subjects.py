@@ -68,6 +68,10 @@ class FamilySubject(Subject):
         arch = self.gpu.arch
         return _confirm(lambda: compile_launch(describe(self.shape, config, arch), arch), self.gpu.spec, config)
 
+    def confirm_launches(self, configs: Sequence[Config]) -> list[Launch]:
+        describe, arch = self.family.describe_launch, self.gpu.arch
+        return [] if describe is None else [describe(self.shape, c, arch) for c in configs]
+
     def useful_flops(self) -> float | None:
         return None if self.family.useful_flops is None else self.family.useful_flops(self.shape)
 
@@ -151,6 +155,9 @@ class LayerSubject(Subject):
                 return why, []
             notes += more
         return None, list(dict.fromkeys(notes))
+
+    def confirm_launches(self, configs):
+        return [launch for p in self.parts for launch in p.confirm_launches(configs)]
 
     def useful_flops(self):
         values = [p.useful_flops() for p in self.parts]
@@ -289,8 +296,10 @@ class LaunchSubject(Subject):
         return self._compiled[config]
 
     def ceilings(self, configs: Sequence[Config]) -> list[Ceiling]:
+        from advisor.advice.compile_pool import compile_ahead
         from ceilings.demand import generic_demand
 
+        compile_ahead([self.launch_for(c) for c in configs if c not in self._compiled], self.spec.arch, self.fn)
         out = []
         for c in configs:
             launch = self.launch_for(c)

@@ -139,37 +139,59 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
                        "(from `advisor record -- python prog.py`) or a launch JSON")
 
 
-def advise(subjects: Sequence[Subject], top_k: int = 5, confirm: bool = True, measure: int = 0) -> list[Advice]:
+def advise(subjects: Sequence[Subject], top_k: int = 5, confirm: bool = True, measure: int = 0,
+           progress=None) -> list[Advice]:
     """Search each subject; a config measured fastest on the GPU stays unless the prediction beats it beyond
-    the model's error (advisor.advice.measured)."""
+    the model's error (advisor.advice.measured). `progress(done, total, what)`: told of the compiles."""
     from advisor.advice.measured import weigh
 
-    return [weigh(search(s, top_k, confirm, measure=measure)) for s in subjects]
+    return [weigh(search(s, top_k, confirm, measure=measure, progress=progress)) for s in subjects]
 
 
 # ------------------------------------------------------------------------------------------ apply
 
 def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, min_speedup: float = 1.0,
-               force_gpu: bool = False) -> list:
+               force_gpu: bool = False, by_hand: list | None = None) -> list:
     """The edits that write each advice's best config where the launch reads it (advisor.advice.apply.Edit list):
     fused-MoE launches into their engine config file (the file they were read from, else a new file in
     `config_dir`, by default the project's kernels/configs; advisor.advice.moe); autotuned kernels into their
     @triton.autotune list. Only advices that gain more than `min_speedup` are written. Advice for one GPU
-    goes into an engine file named for another only with `force_gpu`."""
+    goes into an engine file named for another only with `force_gpu`.
+
+    An autotune list built by code is not rewritten: the configs it lacks become `HandEdit`s
+    (advisor.advice.autotune_hand) appended to `by_hand`; without that list, the first is an AdvisorError."""
     from advisor.advice import apply
+    from advisor.advice.autotune_hand import plan_by_hand, require_by_hand
+    from advisor.capture.autotune_space import built_autotune_space
 
     engine = moe.engine_entries(advices, config_dir, min_speedup)
     autotune: dict[tuple[Path, str], list] = {}
+    built: dict[tuple[Path, str], list] = {}
     for a in advices:
         s, loc = a.subject, a.subject.location
         if moe.gemm_parts(s) or not a.gains(min_speedup):
             continue
         if loc and loc.what == "autotune configs":
             autotune.setdefault((Path(loc.path), s.kernel), []).append(a.best.config)
+        elif loc and loc.what.startswith("autotune configs built by code"):
+            built.setdefault((Path(loc.path), s.kernel), []).append(a.best.config)
         else:
             where = f"{loc.path}:{loc.line}" if loc else s.label
             raise AdvisorError(f"{s.label}: its config is chosen by code ({where}), not read from a config file or an "
                                "autotune list; change it there by hand")
+    hand = []
+    for (path, kernel), configs in built.items():
+        space = built_autotune_space(path, kernel)
+        if space is None:
+            raise AdvisorError(f"{path}: the autotune configs of {kernel} could not be evaluated again; add "
+                               f"{', '.join(c.label() for c in configs)} to them by hand")
+        edit = plan_by_hand(path, kernel, configs, space.configs, space.line, space.what)
+        if edit is not None:
+            hand.append(edit)
+    if by_hand is None:
+        require_by_hand(hand)
+    else:
+        by_hand.extend(hand)
     edits = moe.engine_edits(engine, force_gpu)
     edits += [apply.plan_autotune(path, kernel, list(dict.fromkeys(configs)), mode="add")
               for (path, kernel), configs in autotune.items()]

@@ -1,0 +1,180 @@
+"""Compiles of candidate configs in parallel worker processes, ahead of the search that needs them.
+
+A search compiles configs twice over: a kernel without an exact model is compiled per config for its
+demand (`LaunchSubject.ceilings`), and the finalists of any search are compiled for the target to
+confirm they fit (`Subject.confirm`). Each compile is seconds of single-threaded LLVM and ptxas work, so
+`compile_ahead` runs the ones missing from the on-disk compile cache (`ceilings.compile`) in a pool of
+worker processes, one per core; the caller's own `compile_launch` then reads each result from that cache.
+A failed compile is left for the caller to repeat in-process, so its error reads as it always did.
+
+Workers are started with `spawn` (a forked copy of a process that holds Triton's and torch's threads
+is not safe) and kept for the life of the process, so a TUI session pays their start once. Ctrl-C
+stops them at once: the workers ignore SIGINT and the parent, on KeyboardInterrupt, kills them and
+drops the pool before the interrupt goes on up (the CLI exits 130).
+
+Progress: a plain callable `progress(done, total, what)`, given to `reporting` (the search sets it for
+the compiles it causes), called once with done=0 when the compiles start and after each one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextvars import ContextVar
+
+from ceilings.errors import AdvisorError
+from ceilings.launch import Launch
+
+Progress = Callable[[int, int, str], None]
+
+MAX_WORKERS = 16
+_progress: ContextVar[Progress | None] = ContextVar("compile_progress", default=None)
+_pool: ProcessPoolExecutor | None = None
+_pool_workers = 0
+_lock = threading.Lock()
+
+
+def cores() -> int:
+    """The compile workers to run: TRITON_ADVISOR_WORKERS when set (1: compile in this process), else
+    the cores this process may run on (a container's or taskset's share, not the machine's)."""
+    given = os.environ.get("TRITON_ADVISOR_WORKERS", "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise AdvisorError(f"TRITON_ADVISOR_WORKERS={given!r}: give a whole number of workers, 1 or more")
+        return int(given)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def reporting(progress: Progress | None) -> Iterator[None]:
+    """Compiles started inside report to `progress` (None: to whatever reports already)."""
+    if progress is None:
+        yield
+        return
+    token = _progress.set(progress)
+    try:
+        yield
+    finally:
+        _progress.reset(token)
+
+
+def _init_worker() -> None:
+    # The terminal's Ctrl-C reaches the whole process group; the parent decides and kills the workers, so
+    # a worker's own KeyboardInterrupt traceback would only litter stderr.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A worker compiles for the target: never under the CPU interpreter a test process may have set.
+    os.environ["TRITON_INTERPRET"] = "0"
+
+
+def _compile(launch: dict, arch: int) -> str | None:
+    """In a worker: compile one launch into the disk cache; the error in words, or None."""
+    from ceilings.compile import compile_launch
+
+    try:
+        compile_launch(Launch.from_dict(launch), arch)
+    except AdvisorError as exc:
+        return str(exc)
+    except Exception as exc:  # the compiler's own errors: the caller repeats the compile and reports it
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _get_pool(workers: int) -> ProcessPoolExecutor:
+    global _pool, _pool_workers
+    with _lock:
+        if _pool is None or _pool_workers < workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False, cancel_futures=True)
+            import multiprocessing
+
+            _pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_init_worker)
+            _pool_workers = workers
+        return _pool
+
+
+def stop() -> None:
+    """Kill the workers now (a compile in flight is abandoned) and drop the pool; the next
+    `compile_ahead` starts a new one."""
+    global _pool, _pool_workers
+    with _lock:
+        pool, _pool, _pool_workers = _pool, None, 0
+    if pool is None:
+        return
+    # The executor's own shutdown waits for running compiles (seconds each); Ctrl-C must not. Its
+    # processes are reached through `_processes`, the one handle the executor keeps on them.
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            process.kill()
+    # With its workers dead the executor winds down at once; waiting for it releases its queues' locks,
+    # which the resource tracker would otherwise report as leaked.
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int | None = None) -> dict[Launch, str]:
+    """Compile the launches that the compile cache lacks, in parallel; returns the ones that failed with why.
+
+    `fn`: the launches' JIT function, already loaded (to look the cache up without loading the file
+    again). One missing launch, or one core, compiles in this process: a worker's start (importing
+    torch and Triton, opening the kernel file) costs more than one compile."""
+    from ceilings.compile import compile_launch
+
+    missing = []
+    for launch in dict.fromkeys(launches):
+        try:
+            if compile_launch(launch, arch, fn=fn, cached_only=True) is None:
+                missing.append(launch)
+        except AdvisorError:
+            continue  # a launch that does not bind: the caller's own compile reports it
+    progress = _progress.get()
+    total = len(missing)
+    if not total:
+        return {}
+    what = f"compiling {total} config{'s' if total > 1 else ''} of {missing[0].kernel} for sm_{arch}"
+    if progress:
+        progress(0, total, what)
+    workers = min(workers or min(cores(), MAX_WORKERS), total)
+    failed: dict[Launch, str] = {}
+    if workers <= 1:
+        for done, launch in enumerate(missing, 1):
+            try:
+                compile_launch(launch, arch, fn=fn)
+            except AdvisorError as exc:
+                failed[launch] = str(exc)
+            except Exception as exc:  # noqa: BLE001 -- reported by the caller's own compile
+                failed[launch] = f"{type(exc).__name__}: {exc}"
+            if progress:
+                progress(done, total, what)
+        return failed
+    pool = _get_pool(workers)
+    futures = {pool.submit(_compile, launch.to_dict(), arch): launch for launch in missing}
+    pending = set(futures)
+    broken = False
+    try:
+        while pending:
+            # A short timeout keeps the wait interruptible and the progress live.
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for future in done:
+                try:
+                    error = future.result()
+                except BrokenProcessPool as exc:  # a worker died (out of memory): a new pool next time
+                    error = f"{type(exc).__name__}: {exc}"
+                    broken = True
+                if error:
+                    failed[futures[future]] = error
+            if done and progress:
+                progress(total - len(pending), total, what)
+    except BaseException:
+        stop()
+        raise
+    if broken:
+        stop()
+    return failed

@@ -1,0 +1,128 @@
+"""Every number that rests on an assumption shows it where the number is: `suggest` (text at 80 columns,
+json, github, sarif), `ceiling` and `predict`; and a pipeline that is no roof (L2) is not a share of the
+ceiling. On the tutorial-style fixtures, launches captured from a call (no GPU)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+
+STYLES = Path(__file__).resolve().parent / "fixtures" / "styles"
+MATMUL = str(STYLES / "tut03_matmul.py")
+# 1024 x 1024 halves: three 2 MiB matrices, a working set that fits an H100's 50 MB L2.
+SMALL_MATMUL = "matmul(randn(1024, 1024, f16), randn(1024, 1024, f16))"
+WARM_L2 = ("warm L2: the 6.3 MB working set fits in the 50 MB L2, so back-to-back launches may not touch DRAM; "
+           "DRAM time left out")
+OUTSIDE = "matmul_kernel is outside its data"
+ATTENTION = str(STYLES / "tut06_fused_attention.py")
+ATTENTION_CALL = ("attention(randn(2, 8, 1024, 64, f16), randn(2, 8, 1024, 64, f16), randn(2, 8, 1024, 64, f16), "
+                  "True, 0.125)")
+# The causal attention's second loop runs to a bound the launch does not determine.
+COUNTED_ONCE = ("loop at line 126: bound depends on memory or loop-carried values: the floor counts it 0 times, the "
+                "expected work once")
+SOFTMAX = str(STYLES / "tut02_fused_softmax.py")
+
+
+def words(text: str) -> str:
+    """The text with its wrapping undone (rich wraps at the console width)."""
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def matmul_advices():
+    """One search of the small matmul (its 4 autotune configs), shared by the format tests."""
+    from advisor.advice.suggest import advise, subjects_for
+
+    return advise(subjects_for(MATMUL, call=SMALL_MATMUL), top_k=2)
+
+
+def test_suggest_json_lists_the_caveats_of_each_launch_and_keeps_its_keys(matmul_advices):
+    from advisor.advice import report
+
+    (launch,) = json.loads(report.to_json(matmul_advices, 1.0))["launches"]
+    assert WARM_L2 in launch["caveats"]
+    assert any(OUTSIDE in c for c in launch["caveats"])
+    for key in ("launch", "current", "best", "speedup", "headroom", "binding", "why", "ranked", "basis"):
+        assert key in launch
+
+
+def test_suggest_text_puts_the_caveats_under_the_launch_at_80_columns(matmul_advices, capsys):
+    from advisor.advice import report
+
+    report.render_text(matmul_advices, 1.0, width=80)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    text = words(out)
+    label = matmul_advices[0].subject.label
+    # The launch's line, then its caveats, each marked, before the legend.
+    after = text[text.index(f"- {label}"):]
+    assert after.index(f"! {WARM_L2}") < after.index("gain: current time over suggested")
+    assert "! : a caveat: an assumption the numbers of the launch above it rest on" in text
+
+
+def test_github_and_sarif_messages_carry_the_caveats(matmul_advices):
+    from advisor.advice import report
+
+    # min_speedup 1.0: any gain is a finding, so the launch is annotated (the model predicts ~1.5x).
+    assert matmul_advices[0].gains(1.0)
+    github = report.to_github(matmul_advices, 1.0)
+    assert f"Caveats: {WARM_L2}" in github.replace("%2C", ",")
+    (result,) = json.loads(report.to_sarif(matmul_advices, 1.0))["runs"][0]["results"]
+    assert f"Caveats: {WARM_L2}" in result["message"]["text"] and OUTSIDE in result["message"]["text"]
+    assert WARM_L2 in result["properties"]["caveats"]
+
+
+def test_ceiling_text_shows_a_loop_bound_counted_once(capsys):
+    assert main(["ceiling", ATTENTION, "--call", ATTENTION_CALL]) == 0
+    text = words(capsys.readouterr().out)
+    assert "caveats:" in text and f"! {COUNTED_ONCE}" in text
+
+
+def test_predict_text_and_json_show_the_warm_l2_assumption_and_the_model_s_data(capsys):
+    assert main(["predict", MATMUL, "--call", SMALL_MATMUL]) == 0
+    text = words(capsys.readouterr().out)
+    assert f"! {WARM_L2}" in text and OUTSIDE in text
+    assert text.index("predicted ") < text.index("caveats:")  # the prediction, then what it rests on
+    assert main(["predict", MATMUL, "--call", SMALL_MATMUL, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert WARM_L2 in doc["notes"] and any(OUTSIDE in n for n in doc["notes"])
+
+
+def test_l2_is_never_a_share_of_the_ceiling(capsys):
+    """The persistent softmax moves more through L2 than its binding pipeline needs time for: its L2 row
+    says it is not a roof instead of a share over 100%."""
+    assert main(["ceiling", SOFTMAX, "--call", "softmax(randn(4096, 781))", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pipelines"]["l2"] > doc["ceiling_us"]  # the case the table must not show as a share
+    assert main(["ceiling", SOFTMAX, "--call", "softmax(randn(4096, 781))"]) == 0
+    out = capsys.readouterr().out
+    shares = [int(s) for s in re.findall(r"(\d+)%", out)]
+    assert shares and max(shares) <= 100
+    (l2,) = [line for line in out.splitlines() if re.match(r"\W*l2\b", line)]
+    assert "not a roof" in l2 and "%" not in l2
+    assert "◀ binding" in out
+
+
+def test_caveats_every_launch_shares_are_said_once(capsys):
+    """Token counts of one fused-MoE layer share the routing assumption: once after the launches, not per
+    launch; the reason a config cannot run is the finding, not a caveat."""
+    from test_robust import H100_FILE
+
+    from advisor.advice import report
+    from advisor.advice.moe import engine_file_subjects
+    from advisor.advice.suggest import advise
+    from ceilings.hardware import resolve_gpu
+
+    advices = advise(engine_file_subjects(H100_FILE, gpu=resolve_gpu("l4"), tokens=[1, 1024]), top_k=1,
+                     confirm=False)
+    assert advices[1].cannot_run and advices[1].cannot_run not in advices[1].caveats
+    report.render_text(advices, 1.05, width=80)
+    text = words(capsys.readouterr().out)
+    padding = "! tile padding from the expected routing"
+    assert text.count(padding) == 1 and text.index("- every launch above") < text.index(padding)
+    assert "! L2 bandwidth of NVIDIA L4 unknown" in text

@@ -1,0 +1,143 @@
+"""Compiles of candidate configs run in parallel worker processes (advisor.advice.compile_pool), report
+progress to a plain callable, leave warm runs alone, and stop at Ctrl-C within a second (exit 130, no
+traceback). Small kernels only: the vector add of the tutorial-style fixtures."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from advisor.advice import compile_pool
+from ceilings.errors import AdvisorError
+
+REPO = Path(__file__).resolve().parents[1]
+VECTOR_ADD = REPO / "tests" / "fixtures" / "styles" / "tut01_vector_add.py"
+ADD_CALL = "add(randn(98432), randn(98432))"
+
+
+@pytest.fixture
+def cold_cache(tmp_path, monkeypatch):
+    """An empty compile cache, and no pool started with another cache's environment."""
+    compile_pool.stop()
+    monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path / "advisor"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.delenv("TRITON_ADVISOR_WORKERS", raising=False)
+    yield tmp_path
+    compile_pool.stop()
+
+
+def add_launches(sizes):
+    from advisor.capture.call import capture_call
+
+    (launch,) = capture_call(VECTOR_ADD, ADD_CALL).launches
+    return [dataclasses.replace(launch, config=launch.config.replace(BLOCK_SIZE=s)) for s in sizes]
+
+
+def test_missing_compiles_run_in_workers_and_land_in_the_cache(cold_cache):
+    from ceilings.compile import compile_launch
+
+    launches = add_launches((256, 512, 2048))
+    events = []
+    with compile_pool.reporting(lambda done, total, what: events.append((done, total, what))):
+        failed = compile_pool.compile_ahead(launches, 90, workers=2)
+    assert failed == {}
+    assert compile_pool._pool is not None  # compiled by the pool's workers, not in this process
+    assert all(compile_launch(launch, 90, cached_only=True) is not None for launch in launches)
+    assert events[0] == (0, 3, "compiling 3 configs of add_kernel for sm_90")
+    assert [d for d, _, _ in events][-1] == 3 and all(t == 3 for _, t, _ in events)
+    # Nothing left to compile: no progress, nothing failed, no work for the pool.
+    again = []
+    with compile_pool.reporting(lambda *e: again.append(e)):
+        assert compile_pool.compile_ahead(launches, 90) == {}
+    assert again == []
+
+
+def test_a_warm_search_starts_no_workers_and_a_cold_one_reports_progress(cold_cache, monkeypatch):
+    from advisor.advice.subjects import LaunchSubject
+    from advisor.advice.suggest import advise, subjects_for
+
+    monkeypatch.setattr(LaunchSubject, "max_configs", 3)  # three cold compiles are enough to show it
+
+    subjects = subjects_for(str(VECTOR_ADD), call=ADD_CALL)
+    events = []
+    (cold,) = advise(subjects, top_k=2, progress=lambda *e: events.append(e))
+    assert events and events[0][0] == 0 and events[-1][0] == events[-1][1] == events[0][1]
+    assert events[0][1] == len(cold.subject.space())  # each config compiled once, for its demand
+    compile_pool.stop()
+    warm = []
+    (again,) = advise(subjects_for(str(VECTOR_ADD), call=ADD_CALL), top_k=2, progress=lambda *e: warm.append(e))
+    assert warm == [] and compile_pool._pool is None
+    assert again.best.config == cold.best.config
+
+
+def test_a_bad_workers_setting_is_one_line(monkeypatch):
+    monkeypatch.setenv("TRITON_ADVISOR_WORKERS", "two")
+    with pytest.raises(AdvisorError, match="TRITON_ADVISOR_WORKERS='two': give a whole number"):
+        compile_pool.cores()
+    monkeypatch.setenv("TRITON_ADVISOR_WORKERS", "1")
+    assert compile_pool.cores() == 1
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the workers through /proc")
+def test_ctrl_c_during_the_compiles_stops_within_a_second_with_130_and_no_traceback(tmp_path):
+    env = {**os.environ, "TRITON_ADVISOR_HOME": str(tmp_path / "advisor"), "TRITON_CACHE_DIR": str(tmp_path / "t"),
+           "TRITON_ADVISOR_WORKERS": "2", "PYTHONPATH": str(REPO)}
+    env.pop("TRITON_INTERPRET", None)
+    # A session of its own: the test sends SIGINT to the whole group, as a terminal's Ctrl-C does.
+    proc = subprocess.Popen([sys.executable, "-m", "advisor.cli", "suggest", str(VECTOR_ADD), "--call", ADD_CALL],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers = []
+        while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            workers = [p for p in _children(proc.pid) if "spawn" in _cmdline(p)]
+        assert len(workers) == 2, "the compile workers never started"
+        time.sleep(1.5)  # into the compiles
+        assert proc.poll() is None
+        os.killpg(proc.pid, signal.SIGINT)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().endswith("advisor: interrupted")
+    assert took <= 1.0, f"took {took:.2f} s to stop"
+    time.sleep(0.2)
+    assert not [p for p in workers if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
