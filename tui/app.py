@@ -172,7 +172,13 @@ class AdvisorApp(App[int]):
             self.clear_notifications()  # the toasts shown go with the screen they were about
         return super().push_screen(screen, *args, **kwargs)
 
-    def on_screen_resume(self, event: events.ScreenResume) -> None:
+    def pop_screen(self):
+        done = super().pop_screen()
+        self.call_after_refresh(self._show_held)
+        return done
+
+    def _show_held(self) -> None:
+        """The notifications held while a dialog was open, once none is."""
         if not isinstance(self.screen, ModalScreen):
             held, self._held = self._held, []
             for message, title, severity, timeout in held:
@@ -360,7 +366,7 @@ class AdvisorApp(App[int]):
         self._loading(False)
         table = self.query_one("#table", SuggestionTable)
         table.show(advice)
-        self.call_after_refresh(table.fill)  # the why column takes the width the table has once laid out
+        self.call_after_refresh(table.fit_width)
         self._update_status()
         self.show_source(advice.subject.kernel, advice.current.config.params)
         self._show_ceiling(table.highlighted or advice.current)
@@ -512,6 +518,7 @@ class AdvisorApp(App[int]):
                 return
             self.notify("; ".join(done), timeout=8)
             self.cache.clear()
+            self.subjects.clear()  # a subject holds the config its file had: read it again
             if self.ref is not None:
                 self.choose(self.ref)
 

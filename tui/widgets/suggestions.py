@@ -75,6 +75,12 @@ class SuggestionTable(DataTable):
         self.advice = advice
         self.fill()
 
+    def fit_width(self) -> None:
+        """Fill again when the table's width changed since it was filled (it was filled before its first
+        layout): the why column takes the width there is."""
+        if self.advice is not None and self.size.width != getattr(self, "filled_width", None):
+            self.fill()
+
     def next_sort(self) -> str:
         """Sort by the next column of SORTS; returns what the rows are now sorted by."""
         i = SORTS.index(self.sort_key)
@@ -116,6 +122,7 @@ class SuggestionTable(DataTable):
     def fill(self) -> None:
         """Rebuild the rows (after new advice, a sort, or a resize: the why column takes the width left)."""
         keep = self.highlighted
+        self.filled_width = self.size.width
         self.shown_rows = self._sorted_rows()
         fixed = sum(w for _, _, w in COLUMNS if w) + 2 * len(COLUMNS)
         why_width = max(12, self.size.width - fixed - 2) if self.size.width else 40
