@@ -9,6 +9,7 @@ kernel, so no two read alike.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from rich.style import Style
@@ -114,7 +115,10 @@ class LaunchList(Tree):
         while up is not None and up is not self.root:
             depth, up = depth + 1, up.parent
         indent = (depth + 1) * self.guide_depth
-        label = fit_words(node.data.label, max(self.scrollable_content_region.width - indent - 1, 8))
+        width = max(self.scrollable_content_region.width - indent - 1, 8)
+        label = fit_words(node.data.label, width)
+        if " " not in label.removesuffix(" …"):  # only the number fits with the names: the sizes alone
+            label = fit_words(re.sub(r"(?<= )\w+(?=\[)", "", node.data.label), width)
         text = Text(label)
         text.stylize(style)
         return text
