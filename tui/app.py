@@ -427,12 +427,14 @@ class AdvisorApp(App[int]):
                 pairs, group = [(ref, await self._call(L.subject_for, self.path, ref, self.gpu))], None
             else:
                 status.update(f"capturing the launches of {text}…" if L.looks_like_call(text) else f"reading {text}…")
+                tree.focus()  # the main keys answer while the capture runs (q leaves; the form would take it)
                 found = L.call_launches if L.looks_like_call(text) else L.trace_launches
                 target = self.path if model.kernels else None  # a file that did not open: the JSON's own source
                 pairs, group = await self._call(found, target, text, self.gpu), None
         except Exception as exc:
             status.update("")
             self._form_says(_message(exc))
+            self.query_one("#form", LaunchForm).focus()  # to correct what was typed
             return
         status.update("")
         self.query_one("#form", LaunchForm).value = ""
