@@ -68,7 +68,10 @@ def run(path, trace=None, gpu="h100", dry_run=False, preset=None, tp=None, shape
     code = code if isinstance(code, int) else 0
     if app.jobs:
         # A computation thread (a compile, a timing) cannot be interrupted and would hold the exit until it
-        # ends: the screen is already restored, so leave now.
+        # ends: the screen is already restored, so end the processes it started (by their ids) and leave now.
+        from tui.background import end_children
+
+        end_children()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

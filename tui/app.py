@@ -1,23 +1,26 @@
 """`advisor tui FILE`: a kernel file's launches, source, ceiling and ranked suggestions in one screen.
 
 Left: the file's Triton kernels and the launches known for each (model presets for the shipped fused-MoE
-kernel, shapes for the shipped shape kernels, a launch trace with --trace, or launches typed in the form).
+kernel, shapes for the shipped shape kernels, a launch trace with --trace, or launches typed in the form:
+a call of the file's host code such as `matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))`, captured
+without a GPU, or a launch JSON).
 Centre: the source, read-only and highlighted, at the kernel, its config lines marked. Right: the
 ceiling per pipeline, ceiling / predicted / measured latency, efficiency, waves and occupancy. Bottom:
-the ranked suggestions. Everything shown comes from the advisor's functions (see `tui.launches`); work
-runs in worker threads, and every error a person can cause becomes a notification.
+the ranked suggestions. Everything shown comes from the advisor's functions (see `tui.launches`); the
+advisor's calls run off the screen's thread (`tui.background`, so `q` never waits for them); an error a
+person can cause is said where it happened (the form's, the file's under the launches) or notified.
 
 This module is the composition: the panes are `tui.widgets` (styles in app.tcss), the dialogs
 `tui.screens`, the command line `tui.__main__`; here are the key bindings, the panes' messages, and the
 workers that run the advisor's calls (discovery, advice, measurement, apply) and hand each result to the
 pane that shows it. It runs past the ~400-line guide because those workers share one state -- the chosen
-launch, the GPU, the advice cache, the generation number that retires a superseded result, the lock that
-runs one computation at a time -- and splitting them would spread that state over modules.
+launch, the GPU, the advice and subject caches, the generation number that retires a superseded result,
+the lock that runs one computation at a time -- and splitting them would spread that state over modules.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import threading
 from pathlib import Path
 
@@ -28,16 +31,18 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, Static
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, WorkerState
 
 from ceilings.errors import AdvisorError
 from tui import launches as L
+from tui.background import Running, off_thread
+from tui.figures import speedup
 from tui.screens import ApplyScreen, ExplainScreen, GpuScreen, HelpScreen
 from tui.widgets import CeilingView, LaunchForm, LaunchList, MeasureProgress, SourceView, StatusLine, SuggestionTable
-from tui.widgets.suggestions import speedup
 
 MAIN_ACTIONS = {"apply", "measure", "gpu", "sort", "toggle_source", "help", "cancel"}
 NARROW = 96   # below this width the source panel gives way (`v` brings it back)
+WIDE = 120    # from this width the launches and the ceiling take more columns
 SHORT = 28    # below this height the suggestions take fewer rows
 
 
@@ -62,6 +67,7 @@ class AdvisorApp(App[int]):
         Binding("v", "toggle_source", "Source"),
         Binding("question_mark", "help", "Keys", key_display="?"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("escape", "cancel", "Cancel", show=False),
     ]
 
@@ -72,7 +78,7 @@ class AdvisorApp(App[int]):
         self.trace, self.gpu_arg, self.dry_run = trace, gpu, dry_run
         self.preset, self.tp, self.shapes = preset, tp, list(shapes or [])
         self.confirm, self.top_k, self.config_dir = confirm, top_k, config_dir
-        self.jobs = 0                                # advisor computations running in threads
+        self.running = Running()                     # advisor calls in flight in background threads
         self.gpu = gpu
         self.model: L.FileModel | None = None
         self.source = ""
@@ -81,9 +87,13 @@ class AdvisorApp(App[int]):
         self.advice = None
         self.confirmed = False
         self.cache: dict[tuple, tuple] = {}          # (launch key, gpu) -> (advice, confirmed)
+        self.subjects: dict[tuple, object] = {}      # (launch key, gpu) -> its subject (a capture is slow)
+        self.prediction_notes: dict[tuple, list[str]] = {}  # (kernel, gpu) -> the model's caveats
         self.generation = 0
         self.measuring = None                        # the measuring worker, while one runs
-        self._lock = threading.Lock()                # one advisor computation at a time
+        self._stop_measuring = threading.Event()
+        self._lock = asyncio.Lock()                  # one advisor computation at a time
+        self._held: list[tuple] = []                 # notifications held while a dialog is open
         self._focus_table_for = -1
         self.notices: list[tuple[str, str]] = []     # (severity, message) of every notification
 
@@ -120,8 +130,8 @@ class AdvisorApp(App[int]):
             self.source = L.read_source(self.path)
         except AdvisorError as exc:
             tree.loading = False
-            self.query_one("#hint", Static).update(Text(f"cannot open {self.path}", style="red"))
-            self.error(str(exc))
+            self.model = L.unopened(self.path, "")
+            self._cannot_open(str(exc))
             return
         self.query_one("#status", StatusLine).update(f"reading {self.path.name}…")
         self._discover_job()
@@ -133,6 +143,7 @@ class AdvisorApp(App[int]):
 
     def _layout_classes(self, width: int, height: int) -> None:
         self.set_class(width < NARROW, "narrow")
+        self.set_class(width >= WIDE, "wide")
         self.set_class(height < SHORT, "short")
 
     def _set_gpu(self, name: str) -> None:
@@ -148,9 +159,30 @@ class AdvisorApp(App[int]):
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = False) -> None:
-        """Every notification, also kept in `notices`; messages are plain text (file names hold brackets)."""
+        """Every notification, also kept in `notices`; messages are plain text (file names hold brackets).
+        While a dialog is open it waits, so that a toast never covers the dialog."""
         self.notices.append((severity, str(message)))
+        if isinstance(self.screen, ModalScreen):
+            self._held.append((message, title, severity, timeout))
+            return
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def push_screen(self, screen, *args, **kwargs):
+        if isinstance(screen, ModalScreen):
+            self.clear_notifications()  # the toasts shown go with the screen they were about
+        return super().push_screen(screen, *args, **kwargs)
+
+    def pop_screen(self):
+        done = super().pop_screen()
+        self.call_after_refresh(self._show_held)
+        return done
+
+    def _show_held(self) -> None:
+        """The notifications held while a dialog was open, once none is."""
+        if not isinstance(self.screen, ModalScreen):
+            held, self._held = self._held, []
+            for message, title, severity, timeout in held:
+                super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     def error(self, text: str) -> None:
         self.notify(text, severity="error", timeout=12)
@@ -177,44 +209,62 @@ class AdvisorApp(App[int]):
         return speedup(self.advice, cand)
 
     @property
+    def jobs(self) -> int:
+        """Advisor calls still running in background threads."""
+        return self.running.count
+
+    @property
     def shown_kernel(self) -> str | None:
         return self.query_one("#source-panel", SourceView).kernel
 
     # ---------------------------------------------------------------------------------- discovery
-    @contextlib.contextmanager
-    def _job(self):
-        self.jobs += 1
-        try:
-            yield
-        finally:
-            self.jobs -= 1
+    async def _call(self, fn, *args, **kwargs):
+        """An advisor call off the screen's thread (tui.background)."""
+        return await off_thread(self.running, fn, *args, **kwargs)
 
-    @work(thread=True, group="discover", exit_on_error=False, description="the kernels and launches of the file")
-    def _discover_job(self) -> None:
+    @work(group="discover", exit_on_error=False, description="the kernels and launches of the file")
+    async def _discover_job(self) -> None:
         try:
-            model = L.discover(self.path, self.trace, self.preset, self.tp, self.shapes)
-        except Exception as exc:  # an unreadable or broken file: a notification, never a crash
-            self.call_from_thread(self._discover_failed, _message(exc))
+            model = await self._call(L.discover, self.path, self.trace, self.preset, self.tp, self.shapes)
+        except Exception as exc:  # an unreadable or broken file: said in the pane, never a crash
+            self._discover_failed(_message(exc))
             return
-        refs, problem = [], None
+        pairs, problem = [], None
         if self.trace:
             try:
-                refs = L.trace_launches(self.path, self.trace, self.gpu)
+                pairs = await self._call(L.trace_launches, self.path, self.trace, self.gpu)
             except Exception as exc:
                 problem = _message(exc)
-        self.call_from_thread(self._show_model, model, refs, problem)
+        self._show_model(model, pairs, problem)
 
     def _discover_failed(self, text: str) -> None:
         self.query_one("#source-panel", SourceView).show(self.source, set())  # a broken file still shows
         self.query_one("#tree", LaunchList).loading = False
-        self.query_one("#hint", Static).update(Text(f"cannot open {self.path.name}", style="red"))
-        self.query_one("#status", StatusLine).update("")
+        self.model = L.unopened(self.path, self.source)
+        self.query_one("#form", LaunchForm).expect(self.model.form_hint)
+        self._cannot_open(text)
+
+    def _cannot_open(self, text: str) -> None:
+        """Why the file did not open, under the launches where it stays (a launch JSON can still be typed)."""
+        self.query_one("#hint", Static).update(Text(f"cannot open {self.path.name}: {text}", style="red"))
+        self.query_one("#status", StatusLine).update(
+            Text(f"cannot open {self.path.name}; a launch JSON typed on the left still works", style="red"))
         self.error(text)
 
-    def _show_model(self, model: L.FileModel, refs: list, problem: str | None) -> None:
+    def _form_says(self, text: str) -> None:
+        """A problem with what was typed in the form: one red line under the launches that stays there until
+        the next launch is added."""
+        self.query_one("#hint", Static).update(Text(text, style="red"))
+        self.query_one("#hint", Static).add_class("problem")
+
+    def _show_model(self, model: L.FileModel, pairs: list, problem: str | None) -> None:
         self.model = model
         tree = self.query_one("#tree", LaunchList)
         tree.loading = False
+        refs = []
+        for ref, subject in pairs:
+            self.subjects[(ref.key, self.gpu)] = subject
+            refs.append(ref)
         first = tree.show_model(model, refs)
         hint = model.hint if not (refs or first) else ""
         if model.kind == "shape" and first is None:
@@ -273,24 +323,29 @@ class AdvisorApp(App[int]):
         self.query_one("#ceiling-panel").loading = on
         self.query_one("#table").loading = on
 
-    @work(thread=True, group="advice", exit_on_error=False, description="the advice for a launch")
-    def _advice_job(self, ref: L.LaunchRef, gpu: str, gen: int, ranked=None) -> None:
-        with self._lock, self._job():
+    @work(group="advice", exit_on_error=False, description="the advice for a launch")
+    async def _advice_job(self, ref: L.LaunchRef, gpu: str, gen: int, ranked=None) -> None:
+        async with self._lock:
             if gen != self.generation:
                 return  # a newer choice superseded this one while it waited
             try:
-                subject = ranked.subject if ranked is not None else L.subject_for(self.path, ref, gpu,
-                                                                                  self.config_dir)
                 if ranked is None:
-                    ranked = L.advise_one(subject, self.top_k, confirm=False)
-                    self.call_from_thread(self._advice_ready, ref, gpu, gen, ranked, not self.confirm)
+                    subject = self.subjects.get((ref.key, gpu))
+                    if subject is None:
+                        subject = await self._call(L.subject_for, self.path, ref, gpu, self.config_dir)
+                        self.subjects[(ref.key, gpu)] = subject
+                    if (subject.kernel, gpu) not in self.prediction_notes:
+                        self.prediction_notes[(subject.kernel, gpu)] = await self._call(L.prediction_notes, subject)
+                    # The ranking by prediction first, shown at once; the finalists' compiles come after.
+                    ranked = await self._call(L.advise_one, subject, self.top_k, confirm=False)
+                    self._advice_ready(ref, gpu, gen, ranked, not self.confirm)
                 if not self.confirm or gen != self.generation:
                     return
-                confirmed = L.advise_one(subject, self.top_k, confirm=True)
+                confirmed = await self._call(L.advise_one, ranked.subject, self.top_k, confirm=True)
             except Exception as exc:
-                self.call_from_thread(self._job_failed, gen, f"{ref.label}: {_message(exc)}")
+                self._job_failed(gen, f"{ref.label}: {_message(exc)}")
                 return
-            self.call_from_thread(self._advice_ready, ref, gpu, gen, confirmed, True)
+            self._advice_ready(ref, gpu, gen, confirmed, True)
 
     def _advice_ready(self, ref, gpu, gen, advice, confirmed: bool) -> None:
         old = self.cache.get((ref.key, gpu))
@@ -311,10 +366,10 @@ class AdvisorApp(App[int]):
         self._loading(False)
         table = self.query_one("#table", SuggestionTable)
         table.show(advice)
+        self.call_after_refresh(table.fit_width)
         self._update_status()
         self.show_source(advice.subject.kernel, advice.current.config.params)
-        self.query_one("#ceiling", CeilingView).show(advice, table.highlighted or advice.current)
-        self.query_one("#ceiling-panel").border_title = f"Ceiling · {advice.current.config.label()}"
+        self._show_ceiling(table.highlighted or advice.current)
         if self._focus_table_for == self.generation and isinstance(self.focused, LaunchList):
             table.focus()
         self._focus_table_for = -1
@@ -323,49 +378,77 @@ class AdvisorApp(App[int]):
         if self.advice is not None:
             self.query_one("#status", StatusLine).show_advice(self.advice, self.confirm and not self.confirmed)
 
+    def _show_ceiling(self, cand) -> None:
+        """The ceiling pane on `cand`, its title saying whether that is the current or a suggested config."""
+        a = self.advice
+        notes = self.prediction_notes.get((a.subject.kernel, self.gpu), [])
+        self.query_one("#ceiling", CeilingView).show(a, cand, notes)
+        if cand.config == a.current.config:
+            role = "current"
+        else:
+            rank = next((r for r, c in self.rows if c.config == cand.config), "")
+            role = f"suggested #{rank}" if rank.isdigit() else "suggested"
+        self.query_one("#ceiling-panel").border_title = f"Ceiling · {role} {cand.config.label()}"
+
     def on_suggestion_table_highlighted(self, event: SuggestionTable.Highlighted) -> None:
-        cand = event.candidate
-        self.query_one("#ceiling", CeilingView).show(self.advice, cand)
-        label = "current" if cand.config == self.advice.current.config else "suggested"
-        self.query_one("#ceiling-panel").border_title = f"Ceiling · {cand.config.label()} ({label})"
+        self._show_ceiling(event.candidate)
         self.query_one("#why", Static).update(Text(f"why: {event.why}", no_wrap=True, overflow="ellipsis"))
 
     def on_suggestion_table_selected(self, event: SuggestionTable.Selected) -> None:
-        self.push_screen(ExplainScreen(self.advice, event.candidate))
+        notes = self.prediction_notes.get((self.advice.subject.kernel, self.gpu), [])
+        self.push_screen(ExplainScreen(self.advice, event.candidate, notes))
 
     # ------------------------------------------------------------------------------------ the form
     def on_launch_form_typed(self, event: LaunchForm.Typed) -> None:
         if self.model is None:
+            self._form_says(f"{event.text}: the file is still being read; press enter again in a moment")
             return
-        tree = self.query_one("#tree", LaunchList)
+        problem = L.form_problem(self.model, event.text)
+        if problem:
+            self._form_says(problem)
+            return
+        self._typed_job(event.text)
+
+    @work(group="typed", exclusive=True, exit_on_error=False, description="the launches typed in the form")
+    async def _typed_job(self, text: str) -> None:
+        """The launches `text` names (read, captured and checked by the advisor), added to the list."""
+        model, tree, status = self.model, self.query_one("#tree", LaunchList), self.query_one("#status", StatusLine)
         try:
-            leaves = self._add_typed(event.text, tree)
+            if model.kind == "moe":
+                at = tree.cursor_launch()  # a preset and TP size to default to
+                if at is not None and at.kind == "moe":
+                    ref = L.parse_moe_form(text, at.preset, at.tp)
+                else:
+                    ref = L.parse_moe_form(text, self.preset, self.tp)
+                pairs, group = [(ref, None)], f"{ref.preset} TP{ref.tp}"
+            elif model.kind == "shape":
+                ref = L.shape_ref(next(iter(model.kernels)), text)
+                # the advisor's own check of the shape
+                pairs, group = [(ref, await self._call(L.subject_for, self.path, ref, self.gpu))], None
+            else:
+                status.update(f"capturing the launches of {text}…" if L.looks_like_call(text) else f"reading {text}…")
+                tree.focus()  # the main keys answer while the capture runs (q leaves; the form would take it)
+                found = L.call_launches if L.looks_like_call(text) else L.trace_launches
+                target = self.path if model.kernels else None  # a file that did not open: the JSON's own source
+                pairs, group = await self._call(found, target, text, self.gpu), None
         except Exception as exc:
-            self.error(_message(exc))
+            status.update("")
+            self._form_says(_message(exc))
+            self.query_one("#form", LaunchForm).focus()  # to correct what was typed
             return
+        status.update("")
         self.query_one("#form", LaunchForm).value = ""
+        self.query_one("#hint", Static).update("")
+        self.query_one("#hint", Static).remove_class("problem")
+        leaves = []
+        for ref, subject in pairs:
+            leaf, ref = tree.add_launch(ref, group=group)
+            if subject is not None:
+                self.subjects[(ref.key, self.gpu)] = subject
+            leaves.append(leaf)
         if leaves:
             tree.focus()
             self.call_after_refresh(tree.select_node, leaves[0])
-
-    def _add_typed(self, text: str, tree: LaunchList) -> list:
-        """The launches `text` names (read and checked by the advisor), added to the list; their leaves."""
-        model = self.model
-        if model.kind == "moe":
-            at = tree.cursor_launch()  # a preset and TP size to default to
-            if at is not None and at.kind == "moe":
-                ref = L.parse_moe_form(text, at.preset, at.tp)
-            else:
-                ref = L.parse_moe_form(text, self.preset, self.tp)
-            return [tree.add_launch(ref, group=f"{ref.preset} TP{ref.tp}")]
-        if model.kind == "shape":
-            ref = L.shape_ref(next(iter(model.kernels)), text)
-            L.subject_for(self.path, ref, self.gpu, self.config_dir)  # the advisor's own check of the shape
-            self.query_one("#hint", Static).update("")
-            return [tree.add_launch(ref)]
-        refs = L.trace_launches(self.path, text, self.gpu)
-        self.query_one("#hint", Static).update("")
-        return [tree.add_launch(ref) for ref in refs]
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The jobs turn their own errors into notifications; anything that still escapes one lands here."""
@@ -437,6 +520,7 @@ class AdvisorApp(App[int]):
                 return
             self.notify("; ".join(done), timeout=8)
             self.cache.clear()
+            self.subjects.clear()  # a subject holds the config its file had: read it again
             if self.ref is not None:
                 self.choose(self.ref)
 
@@ -460,21 +544,21 @@ class AdvisorApp(App[int]):
             f"measuring {self.advice.subject.label}: current and top {self.top_k} configs (escape cancels)")
         self.measuring = self._measure_job(self.advice, self.ref, self.gpu)
 
-    @work(thread=True, group="measure", exit_on_error=False, description="timing the current and top configs")
-    def _measure_job(self, advice, ref, gpu) -> None:
-        worker = get_current_worker()
-        with self._lock, self._job():
+    @work(group="measure", exit_on_error=False, description="timing the current and top configs")
+    async def _measure_job(self, advice, ref, gpu) -> None:
+        stop = self._stop_measuring = threading.Event()
+        async with self._lock:
             try:
-                measured = L.measure_advice(advice.subject, self.top_k, self.confirm,
+                measured = await self._call(L.measure_advice, advice.subject, self.top_k, self.confirm,
                                             on_timed=lambda n: self.call_from_thread(self._measured_one, n),
-                                            cancelled=lambda: worker.is_cancelled)
+                                            cancelled=stop.is_set)
             except L.Cancelled:
-                self.call_from_thread(self._measure_done, ref, gpu, None, "measurement cancelled")
+                self._measure_done(ref, gpu, None, "measurement cancelled")
                 return
             except Exception as exc:
-                self.call_from_thread(self._measure_done, ref, gpu, None, _message(exc), True)
+                self._measure_done(ref, gpu, None, _message(exc), True)
                 return
-        self.call_from_thread(self._measure_done, ref, gpu, measured, None)
+        self._measure_done(ref, gpu, measured, None)
 
     def _measured_one(self, n: int) -> None:
         self.query_one("#progress", MeasureProgress).update(progress=n)
@@ -496,11 +580,12 @@ class AdvisorApp(App[int]):
 
     def action_cancel(self) -> None:
         if self.measuring is not None:
-            self.measuring.cancel()
+            self._stop_measuring.set()
             self.query_one("#status", StatusLine).update("cancelling: the timing in progress finishes first…")
 
     def action_quit(self) -> None:
+        """Leave now: the workers' waits are cancelled with the app; the advisor calls still running in their
+        threads are left behind (tui.background), and `tui.__main__` ends the process without them."""
         self.generation += 1  # computations still waiting for their turn give up
-        if self.measuring is not None:
-            self.measuring.cancel()
+        self._stop_measuring.set()
         self.exit(0)

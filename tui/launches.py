@@ -1,7 +1,8 @@
 """What the TUI shows, gathered through the advisor's own functions (no textual here).
 
 The TUI holds no advice logic: kernels come from `ceilings.compile.find_kernels`, launches from
-`advisor.advice.suggest.subjects_for` (the same call `advisor suggest` makes), rankings from
+`advisor.advice.suggest.subjects_for` (the same call `advisor suggest` makes: model presets, shapes, a
+launch trace, or a call of the file's host code captured without a GPU), rankings from
 `advisor.advice.search.search`, edits from `advisor.advice.suggest.plan_apply` and
 `advisor.advice.apply.write`. This module only decides what to list (which presets, token counts
 and shapes) and where to look in the source.
@@ -25,7 +26,7 @@ DEFAULT_TOKENS = (1, 16, 64, 256, 1024, 4096)
 class LaunchRef:
     """One launch in the left panel: enough to rebuild its subject for any GPU with `subjects_for`."""
 
-    kind: str                   # "moe", "shape" or "trace"
+    kind: str                   # "moe", "shape", "trace" or "call"
     kernel: str
     label: str
     preset: str | None = None
@@ -34,10 +35,12 @@ class LaunchRef:
     shape: str | None = None
     trace: str | None = None
     index: int = 0
+    call: str | None = None     # a call of the file's host code, e.g. "matmul(randn(64, 64, f16), ...)"
 
     @property
     def key(self) -> tuple:
-        return (self.kind, self.kernel, self.preset, self.tp, self.tokens, self.shape, self.trace, self.index)
+        return (self.kind, self.kernel, self.preset, self.tp, self.tokens, self.shape, self.trace, self.index,
+                self.call)
 
 
 @dataclass
@@ -59,6 +62,7 @@ class FileModel:
     form_hint: str = ""                             # what the launch form takes
     hint: str = ""                                  # shown under the tree when a kernel has no launch
     shape_what: str = ""                            # "M,N,K" for the shipped shape kernels
+    host_calls: list[str] = field(default_factory=list)  # the file's functions that launch its kernels
 
 
 # ----------------------------------------------------------------------------------------- the file
@@ -178,8 +182,9 @@ def discover(path: str | Path, trace: str | None = None, preset: str | None = No
     kernels = {name: lines.get(name, 1) for name in found}
     launches: dict[str, list] = {name: [] for name in kernels}
     model = FileModel(path, "generic", kernels, launches)
+    model.host_calls = host_calls(source, kernels)
     if trace:
-        model.form_hint = "+ launch/trace JSON ⏎"
+        model.form_hint = "+ call or launch JSON ⏎"
     elif moe.is_layer_kernel(path):
         from kernels.moe_presets import PRESETS, get_preset
 
@@ -199,28 +204,105 @@ def discover(path: str | Path, trace: str | None = None, preset: str | None = No
         if not shapes:
             model.hint = f"type a launch's {what} below (or pass --shape)"
     else:
-        model.form_hint = "+ launch/trace JSON ⏎"
-        model.hint = "pass --trace TRACE.json or type a launch file below"
+        model.form_hint = "+ call or launch JSON ⏎"
+        model.hint = call_hint(model)
     return model
+
+
+def unopened(path: str | Path, source: str) -> FileModel:
+    """The model of a file that could not be opened: its `def`s as they read, no launches; a launch JSON or
+    trace typed in the form (which names its own kernel file) still works."""
+    return FileModel(Path(path), "generic", {}, {}, form_hint="+ launch JSON ⏎",
+                     host_calls=host_calls(source, def_lines(source)))
+
+
+def call_hint(model: FileModel) -> str:
+    """What to type in the form for a file whose launches come from a call of its host code."""
+    if model.host_calls:
+        return f"type a call of {model.host_calls[0]} below; tensors as randn(4096, 4096, f16)"
+    return "pass --trace TRACE.json or type a launch JSON below (no function of the file launches its kernels)"
+
+
+def host_calls(source: str, kernels) -> list[str]:
+    """The file's top-level functions that name one of `kernels` in their body, as signatures a person
+    types a call of (`matmul(a, b, activation='')`): the functions a `--call` can name."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    out = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or node.name in kernels:
+            continue
+        named = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        if named & set(kernels):
+            args = ast.unparse(node.args).replace(": torch.Tensor", "")
+            args = re.sub(r":\s*[A-Za-z_.\[\]| ]+(?=[,=]|$)", "", args)  # annotations say nothing to type
+            out.append(f"{node.name}({args})")
+    return out
+
+
+def looks_like_call(text: str) -> bool:
+    return bool(re.match(r"^[A-Za-z_][\w.]*\s*\(.*\)\s*$", text, re.S))
+
+
+def looks_like_shape(text: str) -> bool:
+    return bool(re.match(r"^\s*\d+(\s*[,x× ]\s*\d+)*\s*$", text))
+
+
+def form_problem(model: FileModel, text: str) -> str | None:
+    """Why `text` is not what this file's form takes, saying what to type instead; None when it may be."""
+    if model.kind in ("moe", "shape"):
+        return None
+    if looks_like_shape(text):
+        what = (f"a call of its host code, e.g. {model.host_calls[0]} with tensors as randn(4096, 4096, f16)"
+                if model.host_calls else "a launch JSON (no function of the file launches its kernels)")
+        return f"{text}: this file's kernels take no shape; type {what}"
+    if looks_like_call(text) and not model.kernels:
+        return f"{text}: the file did not open, so its functions cannot be called; type a launch JSON"
+    return None
 
 
 def shape_ref(kernel: str, shape: str) -> LaunchRef:
     return LaunchRef("shape", kernel, shape.replace(" ", ""), shape=shape.replace(" ", ""))
 
 
-def trace_launches(path: str | Path, trace: str, gpu: str) -> list[LaunchRef]:
+def trace_launches(path: str | Path | None, trace: str, gpu: str) -> list[tuple[LaunchRef, object]]:
     """One launch per subject of `subjects_for(path, trace=...)`, as `advisor suggest` lists them, on the GPU
-    named `gpu` (resolved here: the TUI's edge)."""
+    named `gpu` (resolved here: the TUI's edge), each with its subject; `path` None: the launches of the
+    trace's own kernel files."""
     from advisor.advice.suggest import subjects_for
 
-    subjects = subjects_for(str(path), trace=trace, gpu=resolve_gpu(gpu))
-    return [LaunchRef("trace", s.kernel, f"#{i + 1} " + _short_label(s.label, s.kernel), trace=str(trace), index=i)
+    if path is None:  # the kernel file did not open: the launch JSON's own source
+        subjects, kind = subjects_for(str(trace), gpu=resolve_gpu(gpu)), "json"
+    else:
+        subjects, kind = subjects_for(str(path), trace=trace, gpu=resolve_gpu(gpu)), "trace"
+    return [(LaunchRef(kind, s.kernel, short_label(s.label, s.kernel), trace=str(trace), index=i), s)
             for i, s in enumerate(subjects)]
 
 
-def _short_label(label: str, kernel: str) -> str:
+def call_launches(path: str | Path, call: str, gpu: str) -> list[tuple[LaunchRef, object]]:
+    """The launches one call of the file's host code makes, captured without a GPU by `subjects_for(path,
+    call=...)` (the CLI's `--call`), each with its subject."""
+    from advisor.advice.suggest import subjects_for
+
+    subjects = subjects_for(str(path), call=call, gpu=resolve_gpu(gpu))
+    return [(LaunchRef("call", s.kernel, short_label(s.label, s.kernel), call=call, index=i), s)
+            for i, s in enumerate(subjects)]
+
+
+def short_label(label: str, kernel: str) -> str:
+    """A launch's label for the tree: without the kernel's name (the node above says it), sizes without
+    spaces (`a_ptr[4096,4096]`), the tensors before the grid (they tell two launches apart first)."""
     label = label[len(kernel):].strip() if label.startswith(kernel + " ") else label
-    return re.sub(r",\s+", ",", label)
+    return compact_label(label)
+
+
+def compact_label(label: str) -> str:
+    """A launch's label in few columns: sizes without spaces, tensors without the `_ptr` every pointer
+    argument carries (`a[4096,4096]`), the tensors before the grid (they tell two launches apart first)."""
+    tokens = re.sub(r"_ptr\[", "[", re.sub(r",\s+", ",", label)).split()
+    return " ".join([t for t in tokens if not t.startswith("grid=")] + [t for t in tokens if t.startswith("grid=")])
 
 
 def parse_moe_form(text: str, default_preset: str | None, default_tp: int | None = None) -> LaunchRef:
@@ -259,10 +341,23 @@ def subject_for(path: str | Path, ref: LaunchRef, gpu: str, config_dir: str | No
                             config_dir=config_dir)[0]
     if ref.kind == "shape":
         return subjects_for(str(path), shapes=[ref.shape], gpu=gpu)[0]
-    subjects = subjects_for(str(path), trace=ref.trace, gpu=gpu)
+    if ref.kind == "call":
+        subjects = subjects_for(str(path), call=ref.call, gpu=gpu)
+    elif ref.kind == "json":
+        subjects = subjects_for(str(ref.trace), gpu=gpu)
+    else:
+        subjects = subjects_for(str(path), trace=ref.trace, gpu=gpu)
     if ref.index >= len(subjects):
-        raise AdvisorError(f"{ref.trace}: launch {ref.index + 1} is no longer in the trace; open the file again")
+        raise AdvisorError(f"{ref.call or ref.trace}: launch {ref.index + 1} is no longer made; open the file again")
     return subjects[ref.index]
+
+
+def prediction_notes(subject) -> list[str]:
+    """The caveats of the subject's predictions (a kernel outside the model's data), as `advisor predict`
+    writes them."""
+    from advisor.model.predict import model_for, outside_data
+
+    return outside_data(model_for(subject.gpu), subject.kernel)
 
 
 def advise_one(subject, top_k: int = 5, confirm: bool = True):

@@ -13,6 +13,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tui.figures import cannot_run, caveats, speedup, us
+
 KEYS = (
     ("enter", "on a launch: choose it; on a suggestion: explain it"),
     ("a", "apply the highlighted suggestion (shows the diff first; --dry-run writes nothing)"),
@@ -27,18 +29,14 @@ KEYS = (
 )
 
 
-def _us(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f}"
-
-
 class ExplainScreen(ModalScreen[None]):
     """Why a suggestion ranks where it does: its numbers next to the current config's."""
 
     BINDINGS = [Binding("escape,enter,q", "close", "Close")]
 
-    def __init__(self, advice, cand):
+    def __init__(self, advice, cand, prediction_notes=()):
         super().__init__()
-        self.advice, self.cand = advice, cand
+        self.advice, self.cand, self.prediction_notes = advice, cand, list(prediction_notes)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -49,11 +47,17 @@ class ExplainScreen(ModalScreen[None]):
         a, c, cur = self.advice, self.cand, self.advice.current
         s = a.subject
         is_current = c is cur or c.config == cur.config
-        speed = a.time_of(cur) / a.time_of(c) if a.time_of(c) else 1.0
+        speed = speedup(a, c)
         title = Text(f"{c.config.label()}  ", style="bold")
-        title.append("(the current config)" if is_current else f"{speed:.2f}x against the current config",
-                     style="italic")
-        if c is a.best:
+        if is_current:
+            title.append("(the current config)", style="italic")
+        elif speed is not None:
+            title.append(f"{speed:.2f}x against the current config", style="italic")
+        else:
+            title.append("replaces the current config, which cannot run", style="italic")
+        if cannot_run(a, c):
+            why = f"cannot run: {cannot_run(a, c)}"
+        elif c is a.best:
             why = a.why
         elif is_current:
             why = (f"the current config: {cur.ceiling.binding}-bound, expected at {cur.efficiency:.0%} of its "
@@ -66,25 +70,34 @@ class ExplainScreen(ModalScreen[None]):
         table.add_column("")
         table.add_column("current", justify="right")
         table.add_column("this", justify="right")
-        rows = [("ceiling us", f"{cur.ceiling.ceiling_us:.1f}", f"{c.ceiling.ceiling_us:.1f}"),
+        def interval(x) -> str:
+            return "—" if us(x.interval[1]) == "—" else f"{x.interval[0]:.1f}–{x.interval[1]:.1f}"
+
+        def eff(x) -> str:
+            return "—" if cannot_run(a, x) else f"{x.efficiency:.0%}"
+
+        def waves(x) -> str:
+            return "—" if cannot_run(a, x) else f"{x.ceiling.waves:.2f}"
+
+        rows = [("ceiling us", us(cur.ceiling.ceiling_us), us(c.ceiling.ceiling_us)),
                 ("bound by", cur.ceiling.binding, c.ceiling.binding),
-                ("predicted us", f"{cur.predicted_us:.1f}", f"{c.predicted_us:.1f}"),
-                ("interval us", f"{cur.interval[0]:.1f}–{cur.interval[1]:.1f}",
-                 f"{c.interval[0]:.1f}–{c.interval[1]:.1f}"),
-                ("measured us", _us(cur.measured_us), _us(c.measured_us)),
-                ("efficiency", f"{cur.efficiency:.0%}", f"{c.efficiency:.0%}"),
-                ("waves", f"{cur.ceiling.waves:.2f}", f"{c.ceiling.waves:.2f}"),
+                ("predicted us", us(cur.predicted_us), us(c.predicted_us)),
+                ("interval us", interval(cur), interval(c)),
+                ("measured us", us(cur.measured_us), us(c.measured_us)),
+                ("efficiency", eff(cur), eff(c)),
+                ("waves", waves(cur), waves(c)),
                 ("CTAs per SM", str(cur.ceiling.ctas_per_sm), str(c.ceiling.ctas_per_sm)),
                 ("CTAs working", f"{cur.ceiling.active_ctas}/{cur.ceiling.ctas}",
                  f"{c.ceiling.active_ctas}/{c.ceiling.ctas}")]
         for pipe in c.ceiling.pipelines:
-            rows.append((f"  {pipe} us", _us(cur.ceiling.pipelines.get(pipe)), _us(c.ceiling.pipelines.get(pipe))))
+            rows.append((f"  {pipe} us", us(cur.ceiling.pipelines.get(pipe)), us(c.ceiling.pipelines.get(pipe))))
         for row in rows:
             table.add_row(*row)
         parts = [title, Text(f"{s.label} on {s.spec.name}", style="dim"), Text(""), Text(why), Text(""), table]
-        notes = list(dict.fromkeys(c.notes))
+        notes = caveats(c, self.prediction_notes)
         if notes:
-            parts += [Text(""), Text("notes", style="bold")] + [Text(f"• {n}") for n in notes]
+            parts += [Text(""), Text("caveats: what these numbers assume", style="bold")]
+            parts += [Text(f"• {n}") for n in notes]
         if s.location:
             loc = s.location
             parts += [Text(""), Text(f"current config from {loc.path}:{loc.line} ({loc.what})", style="dim")]

@@ -118,15 +118,21 @@ def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None, *, g
     rows = [feature_row(c, c.demand, Config.from_dict(c.config), gpu.spec) for c in ceilings]
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
     mid, lo, hi = model.predict_us(np.array([c.ceiling_us for c in ceilings]), x)
-    trained_on = set(model.meta.get("kernels", []))
     out = []
     for c, m, a, b in zip(ceilings, mid, lo, hi, strict=True):
-        note = [] if not trained_on or c.kernel in trained_on else [
-            f"the model was trained on {', '.join(sorted(trained_on))} only: {c.kernel} is outside its data"]
+        note = outside_data(model, c.kernel)
         out.append({"predicted_us": round(float(m), 3), "predicted_interval_us": [round(float(a), 3),
                                                                                   round(float(b), 3)],
                     "notes": note})
     return out
+
+
+def outside_data(model: LatencyModel, kernel: str) -> list[str]:
+    """The caveat on a prediction for a kernel the model was not trained on (none when it was)."""
+    trained_on = set(model.meta.get("kernels", []))
+    if not trained_on or kernel in trained_on:
+        return []
+    return [f"the model was trained on {', '.join(sorted(trained_on))} only: {kernel} is outside its data"]
 
 
 PARAMS = {"max_depth": 6, "eta": 0.08, "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 2,

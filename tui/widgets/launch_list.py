@@ -2,17 +2,26 @@
 fused-MoE kernel, by model preset and TP size).
 
 It tells the app what the person points at with its own messages: `KernelHighlighted` (the source follows
-the cursor) and `LaunchChosen` (enter on a launch: compute its advice).
+the cursor) and `LaunchChosen` (enter on a launch: compute its advice). A launch's label is cut between
+its words to the pane's width (never `a_ptr[40`), and launches of traces and calls are numbered per
+kernel, so no two read alike.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
+from rich.style import Style
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from tui.figures import fit_words
 from tui.launches import FileModel, Group, LaunchRef
+
+NUMBERED = ("trace", "call", "json")  # launches told apart by a number: their labels can repeat
 
 
 def kernel_of(data) -> str | None:
@@ -65,13 +74,22 @@ class LaunchList(Tree):
                     leaf = self._kernel_node(kernel).add_leaf(item.label, data=item)
                     first = first or leaf
         for ref in refs:
-            leaf = self.add_launch(ref)
+            leaf, _ = self.add_launch(ref)
             first = first or leaf
         return first
 
-    def add_launch(self, ref: LaunchRef, group: str | None = None) -> TreeNode:
-        """A leaf for `ref` under its kernel, or under the kernel's group labelled `group` (made if new)."""
-        parent = self._kernel_node(ref.kernel)
+    def add_launch(self, ref: LaunchRef, group: str | None = None) -> tuple[TreeNode, LaunchRef]:
+        """A leaf for `ref` under its kernel, or under the kernel's group labelled `group` (made if new), and
+        the ref as listed (numbered, for a trace's or a call's launch); the same launch again: its leaf."""
+        kernel_node = self._kernel_node(ref.kernel)
+        leaves = list(_leaves(kernel_node))
+        same = next((leaf for leaf in leaves if leaf.data.key == ref.key), None)
+        if same is not None:
+            return same, same.data
+        if ref.kind in NUMBERED:
+            n = 1 + sum(1 for leaf in leaves if leaf.data.kind in NUMBERED)
+            ref = replace(ref, label=f"#{n} {ref.label}")
+        parent = kernel_node
         if group is not None:
             node = next((g for g in parent.children if isinstance(g.data, Group) and g.data.label == group), None)
             if node is None:
@@ -80,7 +98,7 @@ class LaunchList(Tree):
                 node.data.launches.append(ref)
                 node.expand()
                 parent = node
-        return parent.add_leaf(ref.label, data=ref)
+        return parent.add_leaf(ref.label, data=ref), ref
 
     def cursor_launch(self) -> LaunchRef | None:
         """The launch under the cursor, or the first launch of the group under it."""
@@ -89,6 +107,21 @@ class LaunchList(Tree):
         if isinstance(data, Group) and data.launches:
             data = data.launches[0]
         return data if isinstance(data, LaunchRef) else None
+
+    def render_label(self, node: TreeNode, base_style: Style, style: Style) -> Text:
+        if not isinstance(node.data, LaunchRef):
+            return super().render_label(node, base_style, style)
+        depth, up = 0, node.parent
+        while up is not None and up is not self.root:
+            depth, up = depth + 1, up.parent
+        indent = (depth + 1) * self.guide_depth
+        width = max(self.scrollable_content_region.width - indent - 1, 8)
+        label = fit_words(node.data.label, width)
+        if " " not in label.removesuffix(" …"):  # only the number fits with the names: the sizes alone
+            label = fit_words(re.sub(r"(?<= )\w+(?=\[)", "", node.data.label), width)
+        text = Text(label)
+        text.stylize(style)
+        return text
 
     def _kernel_node(self, kernel: str) -> TreeNode:
         node = next((n for n in self.root.children if n.data == kernel), None)
@@ -102,3 +135,10 @@ class LaunchList(Tree):
     def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
         if isinstance(event.node.data, LaunchRef):
             self.post_message(self.LaunchChosen(event.node.data))
+
+
+def _leaves(node: TreeNode):
+    for child in node.children:
+        if isinstance(child.data, LaunchRef):
+            yield child
+        yield from _leaves(child)

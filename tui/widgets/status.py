@@ -8,6 +8,9 @@ from pathlib import Path
 from rich.text import Text
 from textual.widgets import ProgressBar, Static
 
+from tui.figures import cannot_run, fit_words, speedup
+from tui.launches import compact_label
+
 
 class StatusLine(Static):
     """One line; `show_advice` writes an advice's summary, `update` anything else."""
@@ -19,11 +22,20 @@ class StatusLine(Static):
         text = Text()
         if confirming:
             text.append(f"confirming for sm_{s.spec.arch}… ", style="bold yellow")
-        text.append_text(Text.assemble((s.label, "bold"), f" · now {advice.current.config.label()} "
-                                       f"{advice.time_of(advice.current):.1f} us · best ",
-                                       (f"{advice.best.config.label()} {advice.speedup:.2f}x",
-                                        "bold green" if advice.speedup > 1.005 else ""),
-                                       f" {how} · bound by {advice.current.ceiling.binding}"))
+        cur, best = advice.current, advice.best
+        # The launch's label in at most 2/5 of the line: the numbers after it are what the line is for.
+        text.append(fit_words(compact_label(s.label), max(24, self.size.width * 2 // 5)), style="bold")
+        reason = cannot_run(advice, cur)
+        if reason:
+            text.append(f" · now {cur.config.label()} ")
+            text.append(f"cannot run: {reason}", style="bold red")
+            if not cannot_run(advice, best):
+                text.append(f" · best {best.config.label()} {advice.time_of(best):.1f} us {how}", style="bold green")
+        else:
+            gain = speedup(advice, best) or 1.0
+            text.append(f" · now {cur.config.label()} {advice.time_of(cur):.1f} us · best ")
+            text.append(f"{best.config.label()} {gain:.2f}x", style="bold green" if gain > 1.005 else "")
+            text.append(f" {how} · bound by {cur.ceiling.binding}")
         if s.location:
             text.append(f" · config at {Path(s.location.path).name}:{s.location.line}", style="dim")
         self.update(text)

@@ -12,6 +12,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from tui.figures import cannot_run, speedup, speedup_text, us
+
 SORTS = ("rank", "pred", "speedup", "meas", "config")
 SORT_TITLES = {"rank": "rank", "pred": "predicted us", "speedup": "speed-up", "meas": "measured us",
                "config": "config"}
@@ -19,14 +21,11 @@ COLUMNS = (("rank", "#", 3), ("config", "config", 23), ("pred", "pred us", 7), (
            ("speedup", "speed-up", 8), ("meas", "meas us", 7), ("why", "why", None))
 
 
-def speedup(advice, cand) -> float:
-    """How much faster `cand` is than the current config (measured where measured, else predicted)."""
-    t = advice.time_of(cand)
-    return advice.time_of(advice.current) / t if t else 1.0
-
-
 def why(advice, rank: str, cand) -> str:
     """One line on why a row ranks where it does: the advice's own reason for the best, the ceiling otherwise."""
+    reason = cannot_run(advice, cand)
+    if reason:
+        return f"cannot run: {reason}"
     eff = f"{cand.ceiling.binding}-bound, {cand.efficiency:.0%} of its {cand.ceiling.ceiling_us:.1f} us ceiling"
     if rank == "cur":
         return "current config; " + eff
@@ -37,6 +36,8 @@ def why(advice, rank: str, cand) -> str:
 
 def _interval(interval: tuple[float, float]) -> str:
     lo, hi = interval
+    if us(hi) == "—":
+        return "—"
     return f"{lo:.0f}–{hi:.0f}" if hi >= 100 else f"{lo:.1f}–{hi:.1f}"
 
 
@@ -74,6 +75,12 @@ class SuggestionTable(DataTable):
         self.advice = advice
         self.fill()
 
+    def fit_width(self) -> None:
+        """Fill again when the table's width changed since it was filled (it was filled before its first
+        layout): the why column takes the width there is."""
+        if self.advice is not None and self.size.width != getattr(self, "filled_width", None):
+            self.fill()
+
     def next_sort(self) -> str:
         """Sort by the next column of SORTS; returns what the rows are now sorted by."""
         i = SORTS.index(self.sort_key)
@@ -107,7 +114,7 @@ class SuggestionTable(DataTable):
         elif self.sort_key == "pred":
             out = sorted(rows, key=lambda r: r[1].predicted_us)
         elif self.sort_key == "speedup":
-            out = sorted(rows, key=lambda r: -speedup(a, r[1]))
+            out = sorted(rows, key=lambda r: -(speedup(a, r[1]) or 0.0))
         else:
             out = sorted(rows, key=lambda r: (r[1].measured_us is None, r[1].measured_us or 0.0))
         return list(reversed(out)) if self.sort_reverse else out
@@ -115,6 +122,7 @@ class SuggestionTable(DataTable):
     def fill(self) -> None:
         """Rebuild the rows (after new advice, a sort, or a resize: the why column takes the width left)."""
         keep = self.highlighted
+        self.filled_width = self.size.width
         self.shown_rows = self._sorted_rows()
         fixed = sum(w for _, _, w in COLUMNS if w) + 2 * len(COLUMNS)
         why_width = max(12, self.size.width - fixed - 2) if self.size.width else 40
@@ -127,11 +135,14 @@ class SuggestionTable(DataTable):
         cursor = 0
         for i, (rank, cand) in enumerate(self.shown_rows):
             speed = speedup(self.advice, cand)
-            style = "bold green" if speed > 1.005 else ("dim" if speed < 0.995 else "")
+            if speed is None:
+                style = "bold red" if cannot_run(self.advice, cand) else "bold green"
+            else:
+                style = "bold green" if speed > 1.005 else ("dim" if speed < 0.995 else "")
             self.add_row(Text(rank, style="bold" if rank == "cur" else ""), cand.config.label(),
-                         Text(f"{cand.predicted_us:.1f}", justify="right"),
+                         Text(us(cand.predicted_us), justify="right"),
                          Text(_interval(cand.interval), justify="right"),
-                         Text(f"{speed:.2f}x", style=style, justify="right"),
+                         Text(speedup_text(self.advice, cand), style=style, justify="right"),
                          Text("—" if cand.measured_us is None else f"{cand.measured_us:.1f}", justify="right"),
                          why(self.advice, rank, cand), key=str(i))
             if keep is not None and cand.config == keep.config:
