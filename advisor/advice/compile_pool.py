@@ -142,20 +142,17 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
     if progress:
         progress(0, total, what)
     workers = min(workers or min(cores(), MAX_WORKERS), total)
-    failed: dict[Launch, str] = {}
     if workers <= 1:
-        for done, launch in enumerate(missing, 1):
-            try:
-                compile_launch(launch, arch, fn=fn)
-            except AdvisorError as exc:
-                failed[launch] = str(exc)
-            except Exception as exc:  # noqa: BLE001 -- reported by the caller's own compile
-                failed[launch] = f"{type(exc).__name__}: {exc}"
-            if progress:
-                progress(done, total, what)
-        return failed
-    pool = _get_pool(workers)
-    futures = {pool.submit(_compile, launch.to_dict(), arch): launch for launch in missing}
+        return _compile_here(missing, arch, fn, progress, what)
+    try:
+        pool = _get_pool(workers)
+        futures = {pool.submit(_compile, launch.to_dict(), arch): launch for launch in missing}
+    except (OSError, ValueError):
+        # Spawning needs real file descriptors for the child's standard streams; a host that replaced them
+        # (a Textual app, a notebook) cannot start workers: compile here instead.
+        stop()
+        return _compile_here(missing, arch, fn, progress, what)
+    failed: dict[Launch, str] = {}
     pending = set(futures)
     broken = False
     try:
@@ -177,4 +174,21 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
         raise
     if broken:
         stop()
+    return failed
+
+
+def _compile_here(missing: Sequence[Launch], arch: int, fn, progress: Progress | None, what: str) -> dict[Launch, str]:
+    """The compiles one after another in this process (one core, one launch, or no way to start workers)."""
+    from ceilings.compile import compile_launch
+
+    failed: dict[Launch, str] = {}
+    for done, launch in enumerate(missing, 1):
+        try:
+            compile_launch(launch, arch, fn=fn)
+        except AdvisorError as exc:
+            failed[launch] = str(exc)
+        except Exception as exc:  # noqa: BLE001 -- reported by the caller's own compile
+            failed[launch] = f"{type(exc).__name__}: {exc}"
+        if progress:
+            progress(done, len(missing), what)
     return failed
