@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -288,6 +289,19 @@ def evaluate_all(points: list[Point], workers: int = 2, limit_s: float = 600.0, 
         pool.append(start_worker())
     queue = list(todo)
     began = time.time()
+    try:
+        _run(pool, queue, results, done, path, limit_s, budget_s, began, start_worker, len(todo))
+    finally:
+        for w in pool:
+            w[1].put(None)
+        for w in pool:
+            w[0].join(timeout=5)
+            if w[0].is_alive():
+                w[0].kill()  # this worker's own pid
+    return done
+
+
+def _run(pool, queue, results, done, path, limit_s, budget_s, began, start_worker, total) -> None:
     finished = 0
     with open(path, "a") as out:
         while queue or any(w[2] is not None for w in pool):
@@ -311,7 +325,7 @@ def evaluate_all(points: list[Point], workers: int = 2, limit_s: float = 600.0, 
                 done[row["key"]] = row
                 finished += 1
                 status = row.get("error", "")[:80] or f"{row['ceiling_us']:.1f} us {row['binding_pipe']}"
-                print(f"[{finished}/{len(todo)}] {row['key'][:70]} {status}", file=sys.stderr, flush=True)
+                print(f"[{finished}/{total}] {row['key'][:70]} {status}", file=sys.stderr, flush=True)
             for i, w in enumerate(pool):
                 if w[2] is not None and time.time() - w[3] > limit_s:
                     w[0].kill()  # this worker's own pid; it was started above
@@ -323,13 +337,6 @@ def evaluate_all(points: list[Point], workers: int = 2, limit_s: float = 600.0, 
                     out.flush()
                     done[row["key"]] = row
                     pool[i] = start_worker()
-    for w in pool:
-        w[1].put(None)
-    for w in pool:
-        w[0].join(timeout=10)
-        if w[0].is_alive():
-            w[0].kill()
-    return done
 
 
 def sample_launches(points: list[Point], per_library: int | None) -> list[Point]:
@@ -354,21 +361,38 @@ def sample_launches(points: list[Point], per_library: int | None) -> list[Point]
 
 
 def in_priority(points: list[Point]) -> list[Point]:
-    """Recorded configs first, then the variants, each interleaved over the libraries (and within one
-    over its kernels), so that a pass stopped early has evaluated an even sample."""
-    def interleave(group: list[Point]) -> list[Point]:
-        per_lib: dict[str, list[Point]] = {}
-        for p in group:
-            per_lib.setdefault(p.library, []).append(p)
-        out = []
-        while any(per_lib.values()):
-            for lib in LIBRARIES:
-                if per_lib.get(lib):
-                    out.append(per_lib[lib].pop(0))
-        return out
+    """Points grouped by launch (recorded config first; at most FIRST_PASS configs of a launch before every
+    launch had its turn), launches interleaved over the libraries and within one over its kernels (first the launches Nsight Compute profiled and with the most timed configs), so that
+    a pass stopped early has evaluated an even sample of whole launches."""
+    profiled = {(p.library, p.launch_id) for p in ncu_points()}
+    by_launch: dict[tuple[str, str], list[Point]] = {}
+    for p in dict.fromkeys(points):
+        by_launch.setdefault((p.library, p.launch_id), []).append(p)
+    per_lib: dict[str, list[tuple[str, str]]] = {}
+    for lib in LIBRARIES:
+        by_kernel: dict[str, list[tuple[str, str]]] = {}
+        for launch, group in by_launch.items():
+            if launch[0] == lib:
+                by_kernel.setdefault(group[0].kernel, []).append(launch)
+        for launches in by_kernel.values():
+            launches.sort(key=lambda k: (k not in profiled, -len(by_launch[k])))
+        ordered, depth = [], 0
+        while any(len(v) > depth for v in by_kernel.values()):
+            ordered += [v[depth] for v in by_kernel.values() if len(v) > depth]
+            depth += 1
+        per_lib[lib] = ordered
+    out, later = [], []
+    while any(per_lib.values()):
+        for lib in LIBRARIES:
+            if per_lib.get(lib):
+                group = sorted(by_launch[per_lib[lib].pop(0)], key=lambda p: not p.recorded)
+                # A launch's first FIRST_PASS configs now, the rest after every launch has had its turn.
+                out += group[:FIRST_PASS]
+                later += group[FIRST_PASS:]
+    return out + later
 
-    unique = list(dict.fromkeys(points))
-    return interleave([p for p in unique if p.recorded]) + interleave([p for p in unique if not p.recorded])
+
+FIRST_PASS = 12
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit-s", type=float, default=600.0, help="per point")
     parser.add_argument("--budget-s", type=float, default=None, help="start no point after this many seconds")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the workers too (evaluate_all's finally)
     points = []
     if args.points in ("timed", "all"):
         points += sample_launches(timed_points(), args.per_library)
