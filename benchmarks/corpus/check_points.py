@@ -361,9 +361,10 @@ def sample_launches(points: list[Point], per_library: int | None) -> list[Point]
 
 
 def in_priority(points: list[Point]) -> list[Point]:
-    """Points grouped by launch (recorded config first; at most FIRST_PASS configs of a launch before every
-    launch had its turn), launches interleaved over the libraries and within one over its kernels (first the launches Nsight Compute profiled and with the most timed configs), so that
-    a pass stopped early has evaluated an even sample of whole launches."""
+    """Points grouped by launch, recorded config first; launches interleaved over the libraries and, within
+    one, over its kernels (first the launches Nsight Compute profiled and with the most timed configs); at
+    most FIRST_PASS configs of a launch before every launch had its turn. A pass stopped early has thus
+    evaluated an even sample of whole launches."""
     profiled = {(p.library, p.launch_id) for p in ncu_points()}
     by_launch: dict[tuple[str, str], list[Point]] = {}
     for p in dict.fromkeys(points):
