@@ -93,7 +93,12 @@ def main(argv: list[str] | None = None) -> int:
                               "cell": cell, "generic": ours, "ncu": theirs,
                               "ratio": round(ours / theirs, 4) if theirs else "",
                               "within": int(within(cell, ours, theirs)), "trivial": int(ours == 0 == theirs),
-                              "ncu_duration_us": round(duration_us, 3), "ceiling_us": round(r["ceiling_us"], 3)})
+                              "ncu_duration_us": round(duration_us, 3), "ceiling_us": round(r["ceiling_us"], 3),
+                              "registers": r["registers"],
+                              "ncu_registers": int(_num(row["launch__registers_per_thread"])),
+                              "shared_bytes": r["shared_bytes"],
+                              "ncu_shared_bytes": int(_num(row["launch__shared_mem_per_block_static"])
+                                                      + _num(row["launch__shared_mem_per_block_dynamic"]))})
     with open(OUT, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["library"])
         writer.writeheader()
@@ -103,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {p.library} {p.kernel}: {error}")
     launches = {(r["library"], r["launch_id"]) for r in table}
     print(f"{len(launches)} of {len(points)} profiled launches evaluated ({len(failed)} errors); {OUT.name}")
+    # The SASS here comes from this machine's Triton, Nsight Compute's from the GPU machine's (3.6): equal
+    # registers and shared bytes say the two compiles allocated alike (not that their code is identical).
+    first = {r["launch_id"]: r for r in table}.values()
+    print(f"registers per thread equal to ncu's on {sum(r['registers'] == r['ncu_registers'] for r in first)} of "
+          f"{len(first)} launches, shared bytes per CTA on "
+          f"{sum(r['shared_bytes'] == r['ncu_shared_bytes'] for r in first)}")
     header = ["tensor", "fma+alu", "xu", "lsu", "fma", "alu", "dram"]
     for answer in ("floor", "expected"):
         print(f"\n{answer}: share of (launch, cell) within 10% of ncu (DRAM bytes: 25%), cells with work "

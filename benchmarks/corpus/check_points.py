@@ -393,7 +393,7 @@ def in_priority(points: list[Point]) -> list[Point]:
     return out + later
 
 
-FIRST_PASS = 12
+FIRST_PASS = 5
 
 
 def main(argv: list[str] | None = None) -> int:
