@@ -24,6 +24,8 @@ import csv
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_ceiling import WGMMA_NCU_FACTOR, _num  # noqa: E402
@@ -133,6 +135,17 @@ def main(argv: list[str] | None = None) -> int:
             first = {r["launch_id"]: r for r in mine}
             floor_ok = sum(r["ncu_duration_us"] >= 0.97 * r["ceiling_us"] for r in first.values())
             print(f"| {lib} | {n} | " + " | ".join(cells) + f" | {floor_ok} of {len(first)} |")
+    print("\nfloor / ncu per cell over launches with work on both sides: median [10th, 90th percentile]")
+    print("| library | " + " | ".join(header) + " |")
+    print("|---|" + "---|" * len(header))
+    for lib in (*LIBRARIES, "all"):
+        cells = []
+        for cell in header:
+            ratios = [r["ratio"] for r in table if r["answer"] == "floor" and r["cell"] == cell and r["ratio"] != ""
+                      and r["generic"] and lib in ("all", r["library"])]
+            cells.append(f"{np.median(ratios):.2f} [{np.percentile(ratios, 10):.2f}, {np.percentile(ratios, 90):.2f}]"
+                         if ratios else "-")
+        print(f"| {lib} | " + " | ".join(cells) + " |")
     return 0
 
 
