@@ -9,8 +9,8 @@ apart; a cell is within when |generic / ncu - 1| <= 10% (DRAM: 25%). A cell wher
 trivially right and counted apart ("cells with work" excludes it). Both answers of the generic path are
 checked: the floor the ceiling uses and the expected work the model sees.
 
-Nsight Compute counts a Hopper warpgroup MMA twice per warp that issues it (benchmarks/ncu_pipes.py);
-the generic tensor count of a warpgroup-MMA kernel is doubled for the comparison.
+The tensor cell compares with `sm__inst_executed_pipe_tensor.sum`, which counts a warpgroup MMA once per
+warp (check_ceiling.WGMMA_NCU_FACTOR says why, against benchmarks/ncu_pipes.py's "twice").
 
     python benchmarks/corpus/check_ncu.py [--per-library N] [--budget-s S] [--no-eval]
 
