@@ -1,0 +1,423 @@
+"""The measured points of the corpus as advisor Launches, and their generic ceilings, cached on disk.
+
+Shared by the three CPU checks (`check_ceiling.py`, `check_ncu.py`, `check_model.py`). A point is one
+(launch, config) row of `data/timings.csv` with status `ok`, or the recorded config of a launch that
+Nsight Compute profiled. Its Launch is the trace entry with:
+
+- the variant's config, grid and constexprs (`replay.Case.variants`: an autotuned kernel's grid per
+  config as its host code computed it during recording; a num_warps/num_stages neighbour keeps the grid);
+- the values of small integer tensors from the extras (`TensorArg.values`) where the trace has none, laid
+  out as the kernel sees memory (element i at the data pointer + i elements).
+
+Evaluating a point compiles its kernel for sm_90 with the Triton installed here (not the GPU machine's
+3.6) and runs `ceilings.demand.generic_demand` and the roofline with the H100's calibrated rates. Two
+things the product path cannot do yet on these files are worked around here, and each result says
+when it was needed (so the figures can be given with and without):
+
+- `loader=package`: the kernel file has relative imports (`from .utils import ...`), which
+  `ceilings.compile.load_kernel` (a file opened by path, outside its package) cannot resolve; the
+  module is imported by its package name under the stand-in driver instead;
+- `binding=keyword`: a constexpr parameter sits between runtime parameters, and
+  `ceilings.compile.launch_arguments` passes runtime arguments by position, so the binder sees the
+  constexpr twice; the arguments are bound by name instead.
+
+Results go to `data/ceilings.jsonl`, one line per point, appended as workers finish (resumable: a point
+already there is not evaluated again). Workers are processes this module starts, one task at a time each,
+killed by their own pid when a task runs past its time limit (a compile can take minutes).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DATA = HERE / "data"
+CEILINGS = DATA / "ceilings.jsonl"
+SITE = Path(os.environ.get("CORPUS_SITE", "/tmp/site"))  # where the pinned wheels are installed (README)
+# FlagGems finds its vendor by running vendor tools (nvidia-smi) at import; without a GPU, name it.
+os.environ.setdefault("GEMS_VENDOR", "nvidia")
+for folder in (str(HERE), str(ROOT), str(SITE)):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+from replay import LIBRARIES, Case, Variant, load_cases  # noqa: E402
+
+GPU_NAME = "NVIDIA H100 80GB HBM3"
+_INTEGER = {"int8", "uint8", "int16", "int32", "int64", "bool"}
+_VALUE_BYTES = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "int32": 4, "int64": 8}
+
+
+@dataclass(frozen=True)
+class Point:
+    library: str
+    launch_id: str
+    index: int            # the launch's position in its trace
+    kernel: str
+    label: str            # the variant's config as timings.csv writes it (json, sorted keys)
+    recorded: bool
+    us: float | None = field(default=None, compare=False)  # measured (CUDA graph); None: an ncu point
+
+    @property
+    def key(self) -> str:
+        return f"{self.library}/{self.launch_id}/{self.label}"
+
+
+def _cases() -> dict[str, dict[str, Case]]:
+    return {lib: {c.id: c for c in load_cases(lib)} for lib in LIBRARIES}
+
+
+_CASES: dict[str, dict[str, Case]] | None = None
+
+
+def cases() -> dict[str, dict[str, Case]]:
+    global _CASES
+    if _CASES is None:
+        _CASES = _cases()
+    return _CASES
+
+
+def timed_points() -> list[Point]:
+    """Every (launch, config) timed with status ok."""
+    out = []
+    with open(DATA / "timings.csv") as f:
+        for row in csv.DictReader(f):
+            if row["status"] != "ok":
+                continue
+            label = json.dumps(json.loads(row["config"]), sort_keys=True)
+            out.append(Point(row["library"], row["launch_id"], int(row["index"]), row["kernel"], label,
+                             row["recorded"] == "1", float(row["us"])))
+    return out
+
+
+def ncu_points() -> list[Point]:
+    """The recorded config of every launch Nsight Compute profiled."""
+    out = []
+    with open(DATA / "ncu.csv") as f:
+        for row in csv.DictReader(f):
+            case = cases()[row["library"]][row["launch_id"]]
+            out.append(Point(row["library"], row["launch_id"], int(row["index"]), row["kernel"],
+                             case.recorded_variant().label, True, None))
+    return out
+
+
+def variant_of(point: Point) -> tuple[Case, Variant]:
+    case = cases()[point.library][point.launch_id]
+    for v in case.variants(limit=10_000):
+        if v.label == point.label:
+            return case, v
+    raise KeyError(f"{point.key}: no variant of the launch has this config")
+
+
+def _memory_order(values, shape, stride) -> list[int] | None:
+    """A tensor's values (nested lists in index order) placed at their offsets from the data pointer."""
+    import numpy as np
+
+    array = np.asarray(values, dtype=np.int64).reshape(shape) if shape else np.asarray(values, dtype=np.int64)
+    if array.size == 0:
+        return None
+    span = 1 + sum((s - 1) * st for s, st in zip(shape, stride, strict=True) if s > 0)
+    flat = np.zeros(span, dtype=np.int64)
+    offsets = sum(np.indices(shape)[d] * stride[d] for d in range(len(shape))) if shape else np.zeros(1, int)
+    flat[np.asarray(offsets).ravel()] = array.ravel()
+    return flat.tolist()
+
+
+def launch_dict(case: Case, variant: Variant) -> tuple[dict, list[str]]:
+    """The advisor launch object of a variant, and the names of tensors given values from the extras."""
+    entry = json.loads(json.dumps(case.entry))
+    params = {k: v for k, v in variant.config.items() if k not in ("num_warps", "num_stages")}
+    entry["config"] = dict(variant.config)
+    entry["constexprs"] = {k: v for k, v in variant.constexprs.items() if k not in params}
+    entry["grid"] = [g for g in variant.grid]
+    while len(entry["grid"]) > 1 and entry["grid"][-1] == 1:
+        entry["grid"].pop()
+    entry.pop("line", None)
+    entry.pop("count", None)
+    given = []
+    values = case.extras.get("values") or {}
+    for t in entry["tensors"]:
+        if t.get("values") is None and t["name"] in values and t["dtype"] in _INTEGER:
+            flat = _memory_order(values[t["name"]], t["shape"], t["stride"])
+            if flat is not None and len(flat) * _VALUE_BYTES[t["dtype"]] <= 64 * 1024:
+                t["values"] = flat
+                given.append(t["name"])
+    return entry, given
+
+
+# ----------------------------------------------------------------------------------------------------
+# Evaluating one point (in a worker process).
+# ----------------------------------------------------------------------------------------------------
+def _load_by_package(source: str, kernel: str, module_name: str | None):
+    """The kernel imported as its package imports it, under the stand-in driver (no GPU)."""
+    import importlib
+
+    from triton.runtime.jit import JITFunction
+
+    from ceilings import standin
+    from ceilings.compile import _unwrap
+
+    if not module_name:
+        rel = Path(source).resolve().relative_to(SITE.resolve())
+        module_name = ".".join(rel.with_suffix("").parts)
+    with standin.environment(), standin.launches_to(standin._refuse_launch, standin._refuse_autotune):
+        module = importlib.import_module(module_name)
+    for obj in vars(module).values():
+        fn = _unwrap(obj)
+        if isinstance(fn, JITFunction) and fn.fn.__name__ == kernel:
+            return fn
+    raise LookupError(f"{module_name} has no kernel {kernel}")
+
+
+def _bind_by_name(original):
+    def bind(fn, backend, args, kwargs):
+        runtime = [p.name for p in fn.params if not p.is_constexpr]
+        named = dict(zip(runtime, args, strict=False))
+        named.update(kwargs)
+        return original(fn, backend, [], named)
+    return bind
+
+
+def evaluate(point: Point) -> dict:
+    """The generic ceiling of one point, with the work behind it (floor and expected) and its feature row."""
+    import ceilings.compile as cc
+    from advisor.model.features import feature_row
+    from ceilings.demand import generic_demand
+    from ceilings.errors import AdvisorError
+    from ceilings.hardware import resolve_gpu
+    from ceilings.launch import Launch
+    from ceilings.roofline import roofline
+
+    gpu = resolve_gpu(GPU_NAME)
+    case, variant = variant_of(point)
+    entry, given = launch_dict(case, variant)
+    launch = Launch.from_dict(entry)
+    out = {"key": point.key, "library": point.library, "launch_id": point.launch_id, "kernel": point.kernel,
+           "label": point.label, "values_from_extras": given, "loader": "file", "binding": "position"}
+    start = time.time()
+    try:
+        fn = cc.load_kernel(launch.source, launch.kernel)
+    except AdvisorError:
+        fn = _load_by_package(launch.source, launch.kernel, case.extras.get("module"))
+        out["loader"] = "package"
+    try:
+        compiled = cc.compile_launch(launch, gpu.arch, fn=fn)
+    except AdvisorError as exc:
+        if "do not bind" not in str(exc):
+            raise
+        original = cc._binder_and_pack
+        cc._binder_and_pack = _bind_by_name(original)
+        try:
+            compiled = cc.compile_launch(launch, gpu.arch, fn=fn)
+        finally:
+            cc._binder_and_pack = original
+        out["binding"] = "keyword"
+    out["compile_s"] = round(time.time() - start, 2)
+    demand = generic_demand(launch, compiled, arch=gpu.arch)
+    ceiling = roofline(demand, gpu.rates, launch.config.to_dict())
+    doc = ceiling.to_json(detail=True)
+    out.update(ceiling_us=ceiling.ceiling_us, binding_pipe=ceiling.binding, pipelines=doc["pipelines"],
+               ctas=ceiling.ctas, active_ctas=ceiling.active_ctas, waves=ceiling.waves,
+               ctas_per_sm=ceiling.ctas_per_sm, notes=ceiling.notes, detail=doc.get("detail"),
+               registers=compiled.registers, shared_bytes=compiled.shared_bytes, spill_bytes=compiled.local_bytes,
+               features=feature_row(ceiling, demand, launch.config, gpu.spec))
+    if demand.expected is not None:
+        expected = roofline(demand.expected, gpu.rates, launch.config.to_dict())
+        out["expected_ceiling_us"] = expected.ceiling_us
+        out["expected_features"] = feature_row(expected, demand.expected, launch.config, gpu.spec)
+    out["eval_s"] = round(time.time() - start, 2)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# The pool: worker processes started here, each killed by its pid when a task overruns.
+# ----------------------------------------------------------------------------------------------------
+def _worker(tasks, results) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    while True:
+        point = tasks.get()
+        if point is None:
+            return
+        try:
+            results.put(evaluate(point))
+        except BaseException as exc:  # noqa: BLE001 - every failure is a finding, recorded with its cause
+            text = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
+            results.put({"key": point.key, "library": point.library, "launch_id": point.launch_id,
+                         "kernel": point.kernel, "label": point.label, "error": text[-1][:400] if text else repr(exc)})
+
+
+def done_keys(path: Path = CEILINGS) -> dict[str, dict]:
+    out = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                out[row["key"]] = row
+    return out
+
+
+def evaluate_all(points: list[Point], workers: int = 2, limit_s: float = 600.0, budget_s: float | None = None,
+                 path: Path = CEILINGS) -> dict[str, dict]:
+    """Evaluate the points not yet in `path`, `workers` at a time; returns every result in `path`."""
+    import multiprocessing as mp
+
+    done = done_keys(path)
+    todo = [p for p in dict.fromkeys(points) if p.key not in done]
+    if not todo:
+        return done
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    pool: list[list] = []  # [process, task queue, point or None, started]
+
+    def start_worker():
+        tasks = ctx.Queue()
+        proc = ctx.Process(target=_worker, args=(tasks, results), daemon=True)
+        proc.start()
+        return [proc, tasks, None, 0.0]
+
+    for _ in range(min(workers, len(todo))):
+        pool.append(start_worker())
+    queue = list(todo)
+    began = time.time()
+    try:
+        _run(pool, queue, results, done, path, limit_s, budget_s, began, start_worker, len(todo))
+    finally:
+        for w in pool:
+            w[1].put(None)
+        for w in pool:
+            w[0].join(timeout=5)
+            if w[0].is_alive():
+                w[0].kill()  # this worker's own pid
+    return done
+
+
+def _run(pool, queue, results, done, path, limit_s, budget_s, began, start_worker, total) -> None:
+    finished = 0
+    with open(path, "a") as out:
+        while queue or any(w[2] is not None for w in pool):
+            over_budget = budget_s is not None and time.time() - began > budget_s
+            for w in pool:
+                if w[2] is None and queue and not over_budget:
+                    w[2], w[3] = queue.pop(0), time.time()
+                    w[1].put(w[2])
+            if over_budget and all(w[2] is None for w in pool):
+                break
+            try:
+                row = results.get(timeout=2.0)
+            except Exception:  # noqa: BLE001 - queue.Empty: check the clocks
+                row = None
+            if row is not None:
+                for w in pool:
+                    if w[2] is not None and w[2].key == row["key"]:
+                        w[2] = None
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                done[row["key"]] = row
+                finished += 1
+                status = row.get("error", "")[:80] or f"{row['ceiling_us']:.1f} us {row['binding_pipe']}"
+                print(f"[{finished}/{total}] {row['key'][:70]} {status}", file=sys.stderr, flush=True)
+            for i, w in enumerate(pool):
+                if w[2] is not None and time.time() - w[3] > limit_s:
+                    w[0].kill()  # this worker's own pid; it was started above
+                    w[0].join()
+                    row = {"key": w[2].key, "library": w[2].library, "launch_id": w[2].launch_id,
+                           "kernel": w[2].kernel, "label": w[2].label,
+                           "error": f"timeout: evaluation ran past {limit_s:.0f} s"}
+                    out.write(json.dumps(row) + "\n")
+                    out.flush()
+                    done[row["key"]] = row
+                    pool[i] = start_worker()
+
+
+def sample_launches(points: list[Point], per_library: int | None) -> list[Point]:
+    """Every point of `per_library` launches per library, chosen evenly over each library's kernels in trace
+    order (first one launch per kernel, then second ones, ...); None: all."""
+    if per_library is None:
+        return points
+    chosen: set[tuple[str, str]] = set()
+    for lib in LIBRARIES:
+        launches = list(dict.fromkeys((p.kernel, p.launch_id) for p in points if p.library == lib))
+        by_kernel: dict[str, list[str]] = {}
+        for kernel, launch in launches:
+            by_kernel.setdefault(kernel, []).append(launch)
+        rounds, n = 0, 0
+        while n < per_library and any(len(v) > rounds for v in by_kernel.values()):
+            for launches_of in by_kernel.values():
+                if rounds < len(launches_of) and n < per_library:
+                    chosen.add((lib, launches_of[rounds]))
+                    n += 1
+            rounds += 1
+    return [p for p in points if (p.library, p.launch_id) in chosen]
+
+
+def in_priority(points: list[Point]) -> list[Point]:
+    """Points grouped by launch, recorded config first; launches interleaved over the libraries and, within
+    one, over its kernels (first the launches Nsight Compute profiled and with the most timed configs); at
+    most FIRST_PASS configs of a launch before every launch had its turn. A pass stopped early has thus
+    evaluated an even sample of whole launches."""
+    profiled = {(p.library, p.launch_id) for p in ncu_points()}
+    by_launch: dict[tuple[str, str], list[Point]] = {}
+    for p in dict.fromkeys(points):
+        by_launch.setdefault((p.library, p.launch_id), []).append(p)
+    per_lib: dict[str, list[tuple[str, str]]] = {}
+    for lib in LIBRARIES:
+        by_kernel: dict[str, list[tuple[str, str]]] = {}
+        for launch, group in by_launch.items():
+            if launch[0] == lib:
+                by_kernel.setdefault(group[0].kernel, []).append(launch)
+        for launches in by_kernel.values():
+            launches.sort(key=lambda k: (k not in profiled, -len(by_launch[k])))
+        ordered, depth = [], 0
+        while any(len(v) > depth for v in by_kernel.values()):
+            ordered += [v[depth] for v in by_kernel.values() if len(v) > depth]
+            depth += 1
+        per_lib[lib] = ordered
+    out, later = [], []
+    while any(per_lib.values()):
+        for lib in LIBRARIES:
+            if per_lib.get(lib):
+                group = sorted(by_launch[per_lib[lib].pop(0)], key=lambda p: not p.recorded)
+                # A launch's first FIRST_PASS configs now, the rest after every launch has had its turn.
+                out += group[:FIRST_PASS]
+                later += group[FIRST_PASS:]
+    return out + later
+
+
+FIRST_PASS = 5
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Evaluate points without reporting (`--points timed|ncu|all`); the check_* scripts report."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", choices=("timed", "ncu", "all"), default="all")
+    parser.add_argument("--per-library", type=int, default=None, help="launches per library (default: all)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--limit-s", type=float, default=600.0, help="per point")
+    parser.add_argument("--budget-s", type=float, default=None, help="start no point after this many seconds")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the workers too (evaluate_all's finally)
+    points = []
+    if args.points in ("timed", "all"):
+        points += sample_launches(timed_points(), args.per_library)
+    if args.points in ("ncu", "all"):
+        points += sample_launches(ncu_points(), args.per_library)
+    done = evaluate_all(in_priority(points), args.workers, args.limit_s, args.budget_s)
+    print(f"{sum(1 for p in points if p.key in done)} of {len(set(points))} points evaluated "
+          f"({sum(1 for p in set(points) if 'error' in done.get(p.key, {}))} errors) in {CEILINGS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
