@@ -10,6 +10,9 @@ kernel's source hash, the specialisation, the options, the arch and the Triton v
 
 Tested with Triton 3.9 (here) and 3.6 (the GPU machines); the binder API is internal to Triton and
 is reached through `_binder_and_pack`, the one place to adapt for other versions.
+
+A little over 400 lines: loading a file, binding a launch's arguments and compiling it share the
+cache key and the binder; split apart they would each need the other's internals.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ The TUI holds no advice logic: kernels come from `ceilings.compile.find_kernels`
 launch trace, or a call of the file's host code captured without a GPU), rankings from
 `advisor.advice.search.search`, edits from `advisor.advice.suggest.plan_apply` and
 `advisor.advice.apply.write`. This module only decides what to list (which presets, token counts
-and shapes) and where to look in the source.
+and shapes) and where to look in the source. A little over 400 lines: each kind of target (preset,
+shape, trace, call, launch JSON) has its listing here, so that the TUI's widgets hold none.
 """
 
 from __future__ import annotations

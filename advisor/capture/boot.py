@@ -28,6 +28,9 @@ config is recorded. The launches, deduplicated with a count, are written to OUT.
 On both paths an integer tensor argument of at most 64 KiB keeps its contents (`values`: routing
 tables, offsets, counts), read as the launch starts, so the generic ceiling can evaluate control flow
 that reads them (docs/trace.md). Tensors without data (the no-GPU capture's meta tensors) keep none.
+
+One file of a little over 400 lines on purpose: it runs as a script before the user's program and may
+import only the standard library, so it cannot lean on the advisor's own modules.
 """
 
 from __future__ import annotations
