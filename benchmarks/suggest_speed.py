@@ -67,7 +67,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", type=Path, default=FIXTURE)
     parser.add_argument("--call", default=CALL)
-    parser.add_argument("--workers", type=int, help="compile workers (TRITON_ADVISOR_WORKERS; default: one per core with 4+ compiles each)")
+    parser.add_argument("--workers", type=int,
+                        help="compile workers (TRITON_ADVISOR_WORKERS; default: one per core with 4+ compiles each)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
