@@ -185,7 +185,7 @@ def _ceiling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gemm", type=int, default=1, choices=(1, 2), help="GEMM 1 (w1) or 2 (w2) of the layer")
     p.add_argument("--config", help="engine-entry JSON or a label like 'M64 N128 K64 G8 w4 s3' "
                                     "(default: the config the shipped kernel takes)")
-    p.add_argument("--gpu", default="h100", help="GPU name or short name (default h100)")
+    p.add_argument("--gpu", help="GPU name or short name (default: the GPU a launch trace names, else h100)")
     p.add_argument("--no-calibration", action="store_true", help="use spec-sheet rates even if calibrated")
     p.add_argument("--compile", action="store_true", help="compile to read shared memory and registers")
     p.add_argument("--format", choices=("text", "json"), default="text")

@@ -160,7 +160,8 @@ def _ceilings(args):
     from ceilings.hardware import resolve_gpu
     from kernels.family import family_of_file
 
-    gpu = resolve_gpu(args.gpu, calibrated=not args.no_calibration)
+    gpu = resolve_gpu(gpu_device_name(args.gpu) if args.gpu else _trace_gpu(args) or "h100",
+                      calibrated=not args.no_calibration)
     family = family_of_file(args.target) if args.target.endswith(".py") else None
     config = ceil.parse_config(args.config, family) if args.config else None
     if family is not None and moe.is_layer_kernel(args.target):
@@ -195,6 +196,16 @@ def _ceilings(args):
         raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, a "
                            "launch JSON file, or a kernel file with --launch")
     return results, titles, gpu
+
+
+def _trace_gpu(args) -> str | None:
+    """The GPU a launch trace given to ceiling/predict names (as `suggest` reads it), when it names one."""
+    from advisor.capture.trace import read_trace
+
+    path = args.launch if args.target.endswith(".py") else args.target
+    if not path or not str(path).endswith(".json") or not Path(path).is_file():
+        return None
+    return read_trace(path).gpu or None
 
 
 def cmd_ceiling(args) -> int:
