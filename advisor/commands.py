@@ -340,6 +340,7 @@ def _restore(written) -> None:
 
 def _verify(advices, written, min_speedup: float) -> int:
     """Measure each changed launch with its old and new config; restore the files if any is slower or wrong."""
+    from advisor.advice.search import record_timings
     from advisor.measure.timing import MeasurementError
 
     bad = []
@@ -353,6 +354,7 @@ def _verify(advices, written, min_speedup: float) -> int:
         except MeasurementError as exc:
             bad.append(f"{a.subject.label}: {exc}")
             continue
+        record_timings(a.subject, [(a.current, before), (a.best, after)])
         print(f"{a.subject.label}: {before:.1f} us -> {after:.1f} us ({before / after:.2f}x measured)")
         if after > before:
             bad.append(f"{a.subject.label}: slower after ({after:.1f} us vs {before:.1f} us)")
@@ -388,6 +390,10 @@ def cmd_record(args) -> int:
 def cmd_calibrate(args) -> int:
     from advisor.measure.calibrate import calibrate, short_sweep, tune_model
 
+    if args.kernel:
+        return _calibrate_kernel(args)
+    if args.call or args.trace:
+        raise AdvisorError("--call and --trace go with --kernel FILE (calibrate the model for that kernel)")
     if args.sweep and not args.tune:
         raise AdvisorError("--sweep goes with --tune (fine-tune the latency model from those sweeps)")
     if args.tune and args.sweep:
@@ -413,6 +419,46 @@ def cmd_calibrate(args) -> int:
         print(f"tuned model -> {folder}", file=sys.stderr)
     print(json.dumps(calibration.values, indent=2))
     print("wrote", path, file=sys.stderr)
+    return 0
+
+
+def _calibrate_kernel(args) -> int:
+    """`advisor calibrate --kernel FILE --call EXPR | --trace TRACE`: the kernel's adaptive sweep."""
+    from advisor.advice.kernel_sweep import MAX_CONFIGS, MIN_CONFIGS, sweep
+    from advisor.advice.search import kernel_timings
+    from advisor.advice.suggest import subjects_for
+    from ceilings.hardware import resolve_gpu
+
+    if args.tune or args.sweep:
+        raise AdvisorError("--kernel calibrates the model for one kernel; --tune/--sweep fine-tune it for the GPU: "
+                           "run them separately")
+    if not (args.call or args.trace):
+        raise AdvisorError(f"--kernel {args.kernel}: give its launches with --call \"FUNCTION(ARGS)\" or --trace "
+                           "TRACE.json")
+    if not MIN_CONFIGS <= args.configs <= MAX_CONFIGS:
+        raise AdvisorError(f"--configs {args.configs}: give {MIN_CONFIGS} to {MAX_CONFIGS} configs to time per launch")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise AdvisorError("`advisor calibrate --kernel` times configs on a GPU and torch sees none; run it on a "
+                           "CUDA machine")
+    from advisor.measure import timing as measure
+
+    gpu = resolve_gpu(gpu_device_name(args.gpu) if args.gpu else measure.gpu_name())
+    subjects = subjects_for(args.kernel, trace=args.trace, call=args.call, gpu=gpu)
+    report = []
+    for subject in subjects:
+        steps = sweep(subject, args.configs, progress=lambda line: print(line, file=sys.stderr))
+        timings = kernel_timings(subject)
+        correction = timings.correction() if timings else None
+        report.append({"launch": subject.label, "gpu": subject.spec.name,
+                       "timed": [{"config": c.to_dict(), "predicted_us": round(p, 3), "measured_us": round(m, 3)}
+                                 for c, p, m in steps],
+                       "points": len(timings.points) if timings else 0,
+                       "offset": None if correction is None else round(correction.offset, 4),
+                       "slope": None if correction is None else round(correction.slope, 4),
+                       "stored": str(timings.path) if timings else None})
+    print(json.dumps(report[0] if len(report) == 1 else report, indent=2))
     return 0
 
 

@@ -185,6 +185,8 @@ def render_text(advices: Sequence[Advice], min_speedup: float, width: int | None
             loc = a.subject.location
             console.print(f"- {a.subject.label}: {a.why}" + (f" [{_rel(loc.path)}:{loc.line}]" if loc else ""),
                           highlight=False, markup=False)
+            for note in a.notes:
+                console.print(f"  note: {note}", highlight=False, markup=False)
     starred = ("*: the verdict rests on measurements on this GPU, " if any(_how(a) == "measured" for a in advices)
                else "")
     console.print(f"gain: current time over suggested ({starred}otherwise on the model's predictions); "

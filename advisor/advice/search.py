@@ -11,6 +11,7 @@ returns the top k with ceiling, prediction, interval and a reason.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections import Counter
@@ -43,6 +44,7 @@ class Candidate:
     interval: tuple[float, float]
     notes: list[str] = field(default_factory=list)
     measured_us: float | None = None
+    model_us: float | None = None  # the model's prediction before the kernel's own timings corrected it
 
     @property
     def efficiency(self) -> float:
@@ -88,6 +90,10 @@ class Subject:
         """The tensor work the launch must do (to tell padding apart), when known."""
         return None
 
+    def kernel_source(self) -> str | None:
+        """The kernel's file, whose timings calibrate the model for it (advisor.model.kernel_calibration)."""
+        return None
+
     def predict(self, configs: Sequence[Config], model=None) -> list[Candidate]:
         return predict_candidates(self, configs, model)
 
@@ -107,6 +113,7 @@ class Advice:
     why: str = ""
     cannot_run: str | None = None          # why the current config cannot run on the GPU (a finding)
     basis: str = "predicted"               # what the verdict rests on (advisor.advice.measured.weigh)
+    notes: list[str] = field(default_factory=list)  # what the verdict rests on that may be wrong
 
     @property
     def best(self) -> Candidate:
@@ -140,7 +147,7 @@ class Advice:
                 "speedup": round(self.speedup, 4), "headroom": round(self.headroom, 4),
                 "binding": self.current.ceiling.binding, "why": self.why,
                 "ranked": [c.to_json() for c in self.ranked], "considered": self.considered,
-                "pruned": dict(self.pruned), "measured": self.measured, "basis": self.basis}
+                "pruned": dict(self.pruned), "measured": self.measured, "basis": self.basis, "notes": self.notes}
 
 
 # ----------------------------------------------------------------------------------------------- ranking
@@ -155,9 +162,54 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
     ceilings = subject.ceilings(configs)
     rows = [feature_row(c, c.demand, cfg, subject.spec) for c, cfg in zip(ceilings, configs, strict=True)]
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
-    mid, lo, hi = model.predict_us(np.array([c.ceiling_us for c in ceilings]), x)
-    return [Candidate(cfg, c, float(m), (float(a), float(b)), list(c.notes))
-            for cfg, c, m, a, b in zip(configs, ceilings, mid, lo, hi, strict=True)]
+    ceiling_us = np.array([c.ceiling_us for c in ceilings])
+    mid, lo, hi = model.predict_us(ceiling_us, x)
+    out = [Candidate(cfg, c, float(m), (float(a), float(b)), list(c.notes) + notes, model_us=float(m))
+           for cfg, c, m, a, b, notes in zip(configs, ceilings, mid, lo, hi, model.outside_notes(x), strict=True)]
+    timings = kernel_timings(subject)
+    if timings is not None and timings.points:
+        from advisor.model.kernel_calibration import model_log_ratios
+
+        fixed = timings.correct(ceiling_us, *model_log_ratios(model, ceiling_us, x))
+        for i, cand in enumerate(out):
+            cand.predicted_us, cand.interval = float(fixed[0][i]), (float(fixed[1][i]), float(fixed[2][i]))
+            cand.notes = [n for n in cand.notes if "outside the model's data" not in n]
+            earlier = timings.measured(cand.config.to_dict(), subject.label)
+            if earlier is not None:
+                cand.predicted_us = earlier
+                cand.notes.append(f"measured {earlier:.1f} us on this GPU before")
+        out[0].notes.append(f"corrected by {len(timings.points)} timings of this kernel on {subject.spec.name}")
+    return out
+
+
+def kernel_timings(subject: Subject):
+    """The stored timings of the subject's kernel on its GPU (None: its source is not known)."""
+    from advisor.model.kernel_calibration import KernelTimings
+
+    source = subject.kernel_source()
+    if source is None:
+        return None
+    try:
+        return KernelTimings.load(source, subject.kernel, subject.spec.name)
+    except OSError:  # the file went away: nothing to key the timings by
+        return None
+
+
+def record_timings(subject: Subject, timed: Sequence[tuple[Candidate, float]]) -> None:
+    """Keep measured times of candidates for the kernel's calibration (advisor.model.kernel_calibration)."""
+    timings = kernel_timings(subject)
+    if timings is None:
+        return
+    for cand, us in timings_of(timed):
+        raw = cand.model_us if cand.model_us is not None else cand.predicted_us
+        timings.add(cand.config.to_dict(), subject.label, cand.ceiling.ceiling_us,
+                    math.log(max(raw, 1e-9) / cand.ceiling.ceiling_us), us)
+    with contextlib.suppress(OSError):  # a read-only cache folder costs the calibration, never the command
+        timings.save()
+
+
+def timings_of(timed):
+    return [(c, us) for c, us in timed if us is not None and math.isfinite(us) and c.ceiling.ceiling_us > 0]
 
 
 def _model(gpu: GPU):
@@ -218,13 +270,39 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
         for cand in finalists:
             cand.measured_us = current.measured_us if cand.config == current.config else run(cand.config)
         advice.measured = 1 + sum(1 for c in finalists if c.config != current.config)
+        record_timings(subject, [(c, c.measured_us) for c in [current, *finalists]])
         finalists.sort(key=lambda c: c.measured_us if c.measured_us is not None else math.inf)
     if advice.ranked and advice.speedup < NO_GAIN:
         # Nothing ranked beats the current config by a gain the report can show: it stays the suggestion
         # (listed once), so a "1.00x" is never reported as a change.
         advice.ranked = [current] + [c for c in advice.ranked if c.config != current.config]
     advice.why = explain(advice)
+    close = close_call(advice, model)
+    if close:
+        advice.notes += close
+        advice.why += "; a gain within the model's error, not a measured one: confirm it with --measure"
     return advice
+
+
+def close_call(advice: Advice, model=None) -> list[str]:
+    """A note when a predicted speed-up is within the model's error between two configs of one launch
+    (its meta's `intervals.ranking_sd`, or `ranking_sd_outside` for a launch outside its data)."""
+    if advice.measured or advice.cannot_run or advice.best.config == advice.current.config:
+        return []
+    model = model or _model(advice.subject.gpu)
+    intervals = model.meta.get("intervals") or {}
+    outside = any("outside the model's data" in n for n in advice.current.notes + advice.best.notes)
+    sd = intervals.get("ranking_sd_outside" if outside else "ranking_sd")
+    corrected = any("timings of this kernel" in n for n in advice.current.notes)
+    if not sd or corrected:
+        return []
+    # The error of a predicted ratio of two configs: sqrt(2) x the within-launch spread, one-sided 80%.
+    margin = math.exp(0.8416 * math.sqrt(2.0) * sd)
+    if advice.speedup >= margin:
+        return []
+    return [f"the predicted {advice.speedup:.2f}x is within the model's error between configs of one launch "
+            f"(about {margin:.2f}x{' for a kernel outside its data' if outside else ''}): not a measured gain; "
+            "time the top configs with --measure before changing the config"]
 
 
 def _short(reason: str) -> str:

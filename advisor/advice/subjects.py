@@ -73,6 +73,9 @@ class FamilySubject(Subject):
     def useful_flops(self) -> float | None:
         return None if self.family.useful_flops is None else self.family.useful_flops(self.shape)
 
+    def kernel_source(self) -> str | None:
+        return str(self.family.source)
+
     def measurer(self):
         return _case_measurer(lambda: self.family.case(self.shape), self.label)
 
@@ -153,6 +156,9 @@ class LayerSubject(Subject):
                 return why, []
             notes += more
         return None, list(dict.fromkeys(notes))
+
+    def kernel_source(self):
+        return self.parts[0].kernel_source()
 
     def useful_flops(self):
         values = [p.useful_flops() for p in self.parts]
@@ -280,6 +286,9 @@ class LaunchSubject(Subject):
 
     def confirm(self, config: Config) -> tuple[str | None, list[str]]:
         return _confirm(lambda: self._compile(config), self.spec, config)
+
+    def kernel_source(self) -> str | None:
+        return self.launch.source
 
     def measurer(self):
         from advisor.measure.launch_run import launch_measurer
