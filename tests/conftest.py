@@ -34,6 +34,13 @@ import interpreter_bf16  # noqa: E402  (needs sys.path above)
 if INTERPRETED:
     interpreter_bf16.install()
 
+# Timings the advisor keeps per kernel (advisor.model.kernel_calibration) go to a folder of this run, so
+# a developer's own cache never changes what a test predicts.
+if "TRITON_ADVISOR_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["TRITON_ADVISOR_CACHE"] = tempfile.mkdtemp(prefix="advisor-test-cache-")
+
 # Where the kernel tests put their tensors: the GPU when there is one and the interpreter is off.
 DEVICE = "cuda" if HAS_CUDA and not INTERPRETED else "cpu"
 

@@ -3,10 +3,12 @@ explored under a compile budget with the latency model as guide.
 
 Each config of a kernel without an exact model is compiled for its demand (about a second each), so a
 space larger than the budget cannot be ranked whole. `guided_pick` spends the budget where the model
-says the fast configs are: a few configs spread over the space (farthest-point sampling from the
-current config, so distant corners are seen), then, round after round, the untried configs nearest to
-the best predicted so far (a knob or two away, in the space's own values), until the budget is spent.
-Configs 2-3 knobs from the current one are reached through the predicted-good configs between.
+says the fast configs are: a third of it on configs spread over the space (farthest-point sampling
+from the current config, so distant corners are seen), then, round after round, the untried configs
+that a cheap surrogate of the model's predictions ranks fastest (a ridge fit of log predicted time
+over the knobs, refitted after each round): every config of the space is ranked by the cheap
+estimate, only the top few are compiled and predicted. Configs 2-3 knobs from the current one are
+reached whenever the predictions lead there.
 Only configs of the space are ever proposed: a kernel whose space has no num_warps=2 gets none.
 """
 
@@ -15,6 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from itertools import product
+
+import numpy as np
 
 from advisor.advice.launch_rule import TILE_PARAM
 from ceilings.launch import Config
@@ -86,10 +90,36 @@ def spread(configs: Sequence[Config], start: Config, count: int) -> list[Config]
     return chosen
 
 
+def _knob_matrix(configs: Sequence[Config], names: list[str]) -> np.ndarray:
+    """Each config as log2 of its numeric knobs and their squares (a smooth surface over the space)."""
+    cols = []
+    for c in configs:
+        values = [c.params.get(n) for n in names] + [c.num_warps, max(c.num_stages, 1)]
+        x = [math.log2(v) if isinstance(v, int | float) and v > 0 else 0.0 for v in values]
+        cols.append([1.0, *x, *(v * v for v in x)])
+    return np.array(cols)
+
+
+def surrogate(known: dict[Config, float], candidates: Sequence[Config]) -> np.ndarray:
+    """The model's predictions extended to configs not compiled yet: a ridge fit of log(predicted us)
+    over the knobs (log2 and its square), good enough to say which configs to compile next."""
+    names = sorted({n for c in list(known) + list(candidates) for n in c.params})
+    finite = {c: t for c, t in known.items() if math.isfinite(t) and t > 0}
+    if len(finite) < 2:
+        return np.zeros(len(candidates))
+    a = _knob_matrix(list(finite), names)
+    y = np.log(np.array(list(finite.values())))
+    ridge = 0.1 * np.eye(a.shape[1])
+    ridge[0, 0] = 0.0
+    coef = np.linalg.solve(a.T @ a + ridge, a.T @ y)
+    return _knob_matrix(candidates, names) @ coef
+
+
 def guided_pick(feasible: Sequence[Config], current: Config, budget: int,
-                predict: Callable[[list[Config]], list[float]], beam: int = 3) -> list[Config]:
+                predict: Callable[[list[Config]], list[float]]) -> list[Config]:
     """At most `budget` configs of `feasible` (plus the current one), chosen with `predict` (configs ->
-    predicted us, each call compiling what it is given) as the module docstring says."""
+    predicted us, each call compiling what it is given): a spread sample first, then, round after round,
+    the untried configs a surrogate fitted to the predictions so far ranks fastest."""
     feasible = list(dict.fromkeys(feasible))
     if len(feasible) <= budget:
         return feasible
@@ -100,15 +130,12 @@ def guided_pick(feasible: Sequence[Config], current: Config, budget: int,
         if batch:
             times.update(zip(batch, predict(batch), strict=True))
 
-    evaluate([current] + spread([c for c in feasible if c != current], current, max(budget // 4, 1)))
+    evaluate([current] + spread([c for c in feasible if c != current], current, max(budget // 3, 2)))
     while len(times) < budget:
-        best = sorted(times, key=times.get)[:beam]
         untried = [c for c in feasible if c not in times]
         if not untried:
             break
-        step = max((budget - len(times)) // (2 * beam), 1)
-        batch = []
-        for b in best:
-            batch += sorted(untried, key=lambda c, b=b: config_distance(c, b))[:step]
-        evaluate(batch)
+        guess = surrogate(times, untried)
+        order = sorted(range(len(untried)), key=lambda i: guess[i])
+        evaluate([untried[i] for i in order[: max(budget // 6, 2)]])
     return [c for c in feasible if c in times] + ([current] if current in times and current not in feasible else [])

@@ -30,7 +30,10 @@ _POINTER_PASSTHROUGH = {"advance", "multiple_of", "max_contiguous", "where", "ma
 
 class _Kernel:
     def __init__(self, fn_def: ast.FunctionDef):
-        self.params = {a.arg for a in fn_def.args.args}
+        # Meta-parameters (annotated constexpr) are never pointers; other scalars are told apart from
+        # tensors by the launch (operand_element_bytes).
+        self.params = {a.arg for a in fn_def.args.args
+                       if a.annotation is None or "constexpr" not in ast.unparse(a.annotation)}
         self.assigned: dict[str, list[ast.expr]] = {}
         self.dots: list[ast.expr] = []
         for node in ast.walk(fn_def):
