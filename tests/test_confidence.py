@@ -97,8 +97,7 @@ def _gemm_advice(speedup: float, measured: int = 0, outside: bool = False):
     subject = FamilySubject(family, family.read_shape("4096,4096,4096"), resolve_gpu("h100"))
     current, other = predict_candidates(subject, [subject.current, subject.space()[0]])
     other.predicted_us = current.predicted_us / speedup
-    if outside:
-        current.notes.append("... outside the model's data ...")
+    current.outside_data = outside
     return Advice(subject, current, [other], 2, Counter(), measured=measured)
 
 

@@ -136,3 +136,18 @@ def test_the_autotune_hook_keeps_the_times_the_autotuner_measured(cache):
     assert len(stored.points) == len(candidates)
     assert stored.measured(candidates[1].config.to_dict(), subject.label) == pytest.approx(4.0)
     assert pruner._pending is None
+
+
+def test_untimed_configs_are_re_ranked_with_the_new_timings(cache):
+    from advisor.advice.search import record_timings, rerank_untimed
+
+    subject = softmax_subject()
+    configs = list(dict.fromkeys([subject.current, *subject.space()[:40]]))
+    cands = sorted(predict_candidates(subject, configs), key=lambda c: c.predicted_us)
+    slow = cands[-3:]  # the three predicted slowest are timed: 1.5x the model, as the kernel really runs
+    for c in slow:
+        c.measured_us = 1.5 * c.predicted_us
+    record_timings(subject, [(c, c.measured_us) for c in slow])
+    notes = rerank_untimed(subject, [c.config for c in cands[:-3]], slow)
+    assert notes and cands[0].config.label() in notes[0] and "3 timings" in notes[0]
+    assert rerank_untimed(subject, [], slow) == []

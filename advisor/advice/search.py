@@ -45,6 +45,8 @@ class Candidate:
     notes: list[str] = field(default_factory=list)
     measured_us: float | None = None
     model_us: float | None = None  # the model's prediction before the kernel's own timings corrected it
+    outside_data: bool = False     # its features are far from the model's training rows (advisor.model.confidence)
+    corrected_by: int = 0          # timings of this kernel on this GPU that corrected the prediction
 
     @property
     def efficiency(self) -> float:
@@ -164,7 +166,8 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
     ceiling_us = np.array([c.ceiling_us for c in ceilings])
     mid, lo, hi = model.predict_us(ceiling_us, x)
-    out = [Candidate(cfg, c, float(m), (float(a), float(b)), list(c.notes) + notes, model_us=float(m))
+    out = [Candidate(cfg, c, float(m), (float(a), float(b)), list(c.notes) + notes, model_us=float(m),
+                     outside_data=bool(notes))
            for cfg, c, m, a, b, notes in zip(configs, ceilings, mid, lo, hi, model.outside_notes(x), strict=True)]
     timings = kernel_timings(subject)
     if timings is not None and timings.points:
@@ -173,7 +176,7 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
         fixed = timings.correct(ceiling_us, *model_log_ratios(model, ceiling_us, x))
         for i, cand in enumerate(out):
             cand.predicted_us, cand.interval = float(fixed[0][i]), (float(fixed[1][i]), float(fixed[2][i]))
-            cand.notes = [n for n in cand.notes if "outside the model's data" not in n]
+            cand.corrected_by = len(timings.points)
             earlier = timings.measured(cand.config.to_dict(), subject.label)
             if earlier is not None:
                 cand.predicted_us = earlier
@@ -272,6 +275,8 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
         advice.measured = 1 + sum(1 for c in finalists if c.config != current.config)
         record_timings(subject, [(c, c.measured_us) for c in [current, *finalists]])
         finalists.sort(key=lambda c: c.measured_us if c.measured_us is not None else math.inf)
+        untimed = [c.config for c in ranked if c.config not in {f.config for f in finalists}]
+        advice.notes += rerank_untimed(subject, untimed, finalists, model)
     if advice.ranked and advice.speedup < NO_GAIN:
         # Nothing ranked beats the current config by a gain the report can show: it stays the suggestion
         # (listed once), so a "1.00x" is never reported as a change.
@@ -284,6 +289,21 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
     return advice
 
 
+def rerank_untimed(subject: Subject, untimed: Sequence[Config], timed: Sequence[Candidate], model=None) -> list[str]:
+    """The configs not timed, re-predicted with the timings just kept: a note when one of them is now
+    predicted faster than the best measured (worth timing next)."""
+    best = min((c.measured_us for c in timed if c.measured_us is not None), default=None)
+    if best is None or not untimed:
+        return []
+    again = sorted(subject.predict(list(untimed)[:64], model), key=lambda c: c.predicted_us)
+    if not again or not again[0].corrected_by or again[0].predicted_us >= best:
+        return []
+    lead = again[0]
+    return [f"re-ranked with this kernel's {lead.corrected_by} timings on {subject.spec.name}, "
+            f"{lead.config.label()} (not timed) is predicted {lead.predicted_us:.1f} us against {best:.1f} us "
+            "measured for the best timed: time more configs (a larger --measure)"]
+
+
 def close_call(advice: Advice, model=None) -> list[str]:
     """A note when a predicted speed-up is within the model's error between two configs of one launch
     (its meta's `intervals.ranking_sd`, or `ranking_sd_outside` for a launch outside its data)."""
@@ -291,10 +311,9 @@ def close_call(advice: Advice, model=None) -> list[str]:
         return []
     model = model or _model(advice.subject.gpu)
     intervals = model.meta.get("intervals") or {}
-    outside = any("outside the model's data" in n for n in advice.current.notes + advice.best.notes)
+    outside = advice.current.outside_data or advice.best.outside_data
     sd = intervals.get("ranking_sd_outside" if outside else "ranking_sd")
-    corrected = any("timings of this kernel" in n for n in advice.current.notes)
-    if not sd or corrected:
+    if not sd or advice.current.corrected_by:  # the kernel's own timings already set its level
         return []
     # The error of a predicted ratio of two configs: sqrt(2) x the within-launch spread, one-sided 80%.
     margin = math.exp(0.8416 * math.sqrt(2.0) * sd)
