@@ -163,3 +163,15 @@ def test_ceiling_and_predict_take_the_gpu_the_trace_names(command, tmp_path, cap
     assert json.loads(capsys.readouterr().out)["gpu"] == "NVIDIA H200"
     assert main([command, str(trace), "--format", "json", "--gpu", "h100"]) == 0
     assert json.loads(capsys.readouterr().out)["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_a_captured_call_is_re_run_per_config_so_its_grid_function_sees_the_config():
+    from advisor.advice.suggest import subjects_for
+
+    path = FIXTURES / "styles" / "tut01_vector_add.py"
+    (subject,) = subjects_for(str(path), call="add(randn(98432, f32), randn(98432, f32))", gpu=resolve_gpu("h100"))
+    assert subject.current["BLOCK_SIZE"] == 1024 and subject.launch.grid == (97,)
+    other = subject.current.replace(BLOCK_SIZE=256)
+    assert subject.rule(other).grid == (97,)  # BLOCK_SIZE names no size: the rule alone cannot follow it
+    assert subject.launch_for(other).grid == (-(-98432 // 256),)  # the host code's grid lambda does
+    assert subject.launch_for(other.replace(num_warps=8)).config.num_warps == 8

@@ -197,11 +197,15 @@ class LaunchSubject(Subject):
     def __init__(self, launch: Launch, gpu: GPU, space: Sequence[Config] | None = None,
                  location: Location | None = None, label: str | None = None,
                  grid: Callable[[Config], tuple[int, ...]] | None = None,
-                 variants: Mapping[Config, Launch] | None = None):
+                 variants: Mapping[Config, Launch] | None = None,
+                 relaunch: Callable[[Config], Launch | None] | None = None):
         """`variants`: the launch each config makes where that is known (a capture of every autotune
         config: its grid, and constexprs heuristics set from the config). `grid`: how the grid follows the
         config where the caller knows it (the autotune hook's grid callable); otherwise it, the padded size
-        arguments and the buffers sized by them are inferred from the launch (advisor.advice.launch_rule)."""
+        arguments and the buffers sized by them are inferred from the launch (advisor.advice.launch_rule).
+        `relaunch`: config -> the launch the program makes with it (a captured call re-run per config:
+        grid functions and heuristics see the config), used unless the launch has padded sizes, which
+        host code derives from its own config before the launch and a re-run cannot change."""
         from ceilings.compile import load_kernel
 
         self.fn = load_kernel(launch.source, launch.kernel)
@@ -219,11 +223,18 @@ class LaunchSubject(Subject):
         self._ceilings: dict[Config, Ceiling] = {}
         self.notes: list[str] = self.rule.notes() if grid is None else []
         self.variants = dict(variants or {})
+        self.relaunch = relaunch if not self.rule.padded else None
+        self._relaunched: dict[Config, Launch | None] = {}
         self.operand_bytes = operand_element_bytes(launch, self.fn)
 
     def launch_for(self, config: Config) -> Launch:
         if config in self.variants:
             return self.variants[config]
+        if self.relaunch is not None and config != self.current:
+            if config not in self._relaunched:
+                self._relaunched[config] = self.relaunch(config)
+            if self._relaunched[config] is not None:
+                return self._relaunched[config]
         made = self.rule(config)
         return made if self.grid == self.rule.grid else dataclasses.replace(made, grid=self.grid(config))
 
@@ -293,7 +304,7 @@ class LaunchSubject(Subject):
     def measurer(self):
         from advisor.measure.launch_run import launch_measurer
 
-        return launch_measurer(self.fn, self.launch, self.grid, self.label)
+        return launch_measurer(self.fn, self.launch, lambda c: self.launch_for(c).grid, self.label)
 
 
 def _def_line(source: str, kernel: str) -> int:
