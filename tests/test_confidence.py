@@ -95,7 +95,8 @@ def test_outside_the_data_does_not_go_by_the_kernels_name(shipped):
 def _gemm_advice(speedup: float, measured: int = 0, outside: bool = False):
     family = next(f for f in families() if f.kernel == "gemm_kernel")
     subject = FamilySubject(family, family.read_shape("4096,4096,4096"), resolve_gpu("h100"))
-    current, other = predict_candidates(subject, [subject.current, subject.space()[0]])
+    current, *others = predict_candidates(subject, [subject.current, *subject.space()[:20]])
+    other = next(c for c in others if not c.outside_data and c.config != current.config)
     other.predicted_us = current.predicted_us / speedup
     current.outside_data = outside
     return Advice(subject, current, [other], 2, Counter(), measured=measured)

@@ -138,4 +138,6 @@ def guided_pick(feasible: Sequence[Config], current: Config, budget: int,
         guess = surrogate(times, untried)
         order = sorted(range(len(untried)), key=lambda i: guess[i])
         evaluate([untried[i] for i in order[: max(budget // 6, 2)]])
-    return [c for c in feasible if c in times] + ([current] if current in times and current not in feasible else [])
+    # A config the compiler refuses (its prediction is infinite) is no candidate.
+    return [c for c in feasible if c in times and (math.isfinite(times[c]) or c == current)] + \
+        ([current] if current in times and current not in feasible else [])
