@@ -131,9 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help="with --no-gpu / --call: the GPU the stand-in driver answers for (default h100)")
     p.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
 
-    p = sub.add_parser("calibrate", help="(GPU) measure this GPU's sustained rates for ceilings",
+    p = sub.add_parser("calibrate", help="(GPU) measure this GPU's sustained rates, or calibrate for one kernel",
                        description="Microbenchmarks (DRAM read and copy, L2 read, bf16/fp8 tensor, FP32 FMA, XU, "
-                                   "empty-kernel launch) timed with CUDA graphs; writes the GPU's calibration file.")
+                                   "empty-kernel launch) timed with CUDA graphs; writes the GPU's calibration file. "
+                                   "With --kernel: a short adaptive sweep of one kernel's configs whose timings "
+                                   "correct the latency model for that kernel (kept in ~/.cache/triton-advisor).")
     p.add_argument("--out", help="folder for the calibration file (default $TRITON_ADVISOR_HOME/calibration)")
     p.add_argument("--tune", action="store_true",
                    help="also fine-tune the latency model for this GPU from a short sweep (a few minutes) and "
@@ -142,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --tune: tune from these `advisor collect` CSVs instead (no GPU needed)")
     p.add_argument("--gpu", help="with --sweep: the GPU whose points to tune on (default: the sweeps' only GPU)")
     p.add_argument("--deadline", type=float, default=240.0, help="seconds for the tuning sweep (default 240)")
+    p.add_argument("--kernel", metavar="FILE",
+                   help="calibrate the model for this kernel file instead: time a few of its configs, chosen by "
+                        "the model (the current one, the fastest predicted, the least certain), with --call or "
+                        "--trace giving its launches; later predictions for the kernel on this GPU use them")
+    p.add_argument("--call", metavar="EXPR", help="with --kernel: a call of the file's host code (as for suggest)")
+    p.add_argument("--trace", help="with --kernel: a launch trace of the kernel")
+    p.add_argument("--configs", type=int, default=6, help="with --kernel: configs to time per launch, 3-8 (default 6)")
 
     p = sub.add_parser("collect", help="(GPU) measure a kernel family over shapes and configs for the dataset",
                        description="Measure (shape x config) points of one shipped kernel family on this GPU: "
@@ -201,7 +210,7 @@ def _ceiling_args(p: argparse.ArgumentParser, detail: bool = True) -> None:
     p.add_argument("--gemm", type=int, default=1, choices=(1, 2), help="GEMM 1 (w1) or 2 (w2) of the layer")
     p.add_argument("--config", help="engine-entry JSON or a label like 'M64 N128 K64 G8 w4 s3' "
                                     "(default: the config the shipped kernel takes)")
-    p.add_argument("--gpu", default="h100", help="GPU name or short name (default h100)")
+    p.add_argument("--gpu", help="GPU name or short name (default: the GPU a launch trace names, else h100)")
     p.add_argument("--no-calibration", action="store_true", help="use spec-sheet rates even if calibrated")
     p.add_argument("--compile", action="store_true", help="compile to read shared memory and registers")
     p.add_argument("--format", choices=("text", "json"), default="text")

@@ -163,7 +163,8 @@ def _ceilings(args):
     from ceilings.hardware import resolve_gpu
     from kernels.family import family_of_file
 
-    gpu = resolve_gpu(args.gpu, calibrated=not args.no_calibration)
+    gpu = resolve_gpu(gpu_device_name(args.gpu) if args.gpu else _trace_gpu(args) or "h100",
+                      calibrated=not args.no_calibration)
     family = family_of_file(args.target) if args.target.endswith(".py") else None
     config = ceil.parse_config(args.config, family) if args.config else None
     if family is not None and moe.is_layer_kernel(args.target):
@@ -198,6 +199,16 @@ def _ceilings(args):
         raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, a "
                            "launch JSON file, or a kernel file with --launch")
     return results, titles, gpu
+
+
+def _trace_gpu(args) -> str | None:
+    """The GPU a launch trace given to ceiling/predict names (as `suggest` reads it), when it names one."""
+    from advisor.capture.trace import read_trace
+
+    path = args.launch if args.target.endswith(".py") else args.target
+    if not path or not str(path).endswith(".json") or not Path(path).is_file():
+        return None
+    return read_trace(path).gpu or None
 
 
 def cmd_ceiling(args) -> int:
@@ -278,7 +289,8 @@ def cmd_diagnose(args) -> int:
         if not torch.cuda.is_available():
             raise AdvisorError("--measure times the launch on a GPU and torch sees none; give --measured US (a time "
                                "measured elsewhere), or drop it for the predicted time")
-    gpu = resolve_gpu(gpu_device_name(args.gpu), calibrated=not args.no_calibration)
+    gpu = resolve_gpu(gpu_device_name(args.gpu) if args.gpu else _trace_gpu(args) or "h100",
+                      calibrated=not args.no_calibration)  # the trace's GPU unless --gpu names one
     subjects, config = _diagnose_subjects(args, gpu)
     if args.measured is not None and len(subjects) > 1:
         raise AdvisorError(f"{args.target} has {len(subjects)} launches and --measured is one time; pick one with "
@@ -426,6 +438,7 @@ def _restore(written) -> None:
 
 def _verify(advices, written, min_speedup: float) -> int:
     """Measure each changed launch with its old and new config; restore the files if any is slower or wrong."""
+    from advisor.advice.search import record_timings
     from advisor.measure.timing import MeasurementError
 
     bad = []
@@ -439,6 +452,7 @@ def _verify(advices, written, min_speedup: float) -> int:
         except MeasurementError as exc:
             bad.append(f"{a.subject.label}: {exc}")
             continue
+        record_timings(a.subject, [(a.current, before), (a.best, after)])
         print(f"{a.subject.label}: {before:.1f} us -> {after:.1f} us ({before / after:.2f}x measured)")
         if after > before:
             bad.append(f"{a.subject.label}: slower after ({after:.1f} us vs {before:.1f} us)")
@@ -474,6 +488,10 @@ def cmd_record(args) -> int:
 def cmd_calibrate(args) -> int:
     from advisor.measure.calibrate import calibrate, short_sweep, tune_model
 
+    if args.kernel:
+        return _calibrate_kernel(args)
+    if args.call or args.trace:
+        raise AdvisorError("--call and --trace go with --kernel FILE (calibrate the model for that kernel)")
     if args.sweep and not args.tune:
         raise AdvisorError("--sweep goes with --tune (fine-tune the latency model from those sweeps)")
     if args.tune and args.sweep:
@@ -499,6 +517,46 @@ def cmd_calibrate(args) -> int:
         print(f"tuned model -> {folder}", file=sys.stderr)
     print(json.dumps(calibration.values, indent=2))
     print("wrote", path, file=sys.stderr)
+    return 0
+
+
+def _calibrate_kernel(args) -> int:
+    """`advisor calibrate --kernel FILE --call EXPR | --trace TRACE`: the kernel's adaptive sweep."""
+    from advisor.advice.kernel_sweep import MAX_CONFIGS, MIN_CONFIGS, sweep
+    from advisor.advice.search import kernel_timings
+    from advisor.advice.suggest import subjects_for
+    from ceilings.hardware import resolve_gpu
+
+    if args.tune or args.sweep:
+        raise AdvisorError("--kernel calibrates the model for one kernel; --tune/--sweep fine-tune it for the GPU: "
+                           "run them separately")
+    if not (args.call or args.trace):
+        raise AdvisorError(f"--kernel {args.kernel}: give its launches with --call \"FUNCTION(ARGS)\" or --trace "
+                           "TRACE.json")
+    if not MIN_CONFIGS <= args.configs <= MAX_CONFIGS:
+        raise AdvisorError(f"--configs {args.configs}: give {MIN_CONFIGS} to {MAX_CONFIGS} configs to time per launch")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise AdvisorError("`advisor calibrate --kernel` times configs on a GPU and torch sees none; run it on a "
+                           "CUDA machine")
+    from advisor.measure import timing as measure
+
+    gpu = resolve_gpu(gpu_device_name(args.gpu) if args.gpu else measure.gpu_name())
+    subjects = subjects_for(args.kernel, trace=args.trace, call=args.call, gpu=gpu)
+    report = []
+    for subject in subjects:
+        steps = sweep(subject, args.configs, progress=lambda line: print(line, file=sys.stderr))
+        timings = kernel_timings(subject)
+        correction = timings.correction() if timings else None
+        report.append({"launch": subject.label, "gpu": subject.spec.name,
+                       "timed": [{"config": c.to_dict(), "predicted_us": round(p, 3), "measured_us": round(m, 3)}
+                                 for c, p, m in steps],
+                       "points": len(timings.points) if timings else 0,
+                       "offset": None if correction is None else round(correction.offset, 4),
+                       "slope": None if correction is None else round(correction.slope, 4),
+                       "stored": str(timings.path) if timings else None})
+    print(json.dumps(report[0] if len(report) == 1 else report, indent=2))
     return 0
 
 

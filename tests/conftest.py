@@ -34,6 +34,12 @@ import interpreter_bf16  # noqa: E402  (needs sys.path above)
 if INTERPRETED:
     interpreter_bf16.install()
 
+# A folder of this run for the per-kernel timings of module-scoped fixtures (each test gets its own below).
+if "TRITON_ADVISOR_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["TRITON_ADVISOR_CACHE"] = tempfile.mkdtemp(prefix="advisor-test-cache-")
+
 # Where the kernel tests put their tensors: the GPU when there is one and the interpreter is off.
 DEVICE = "cuda" if HAS_CUDA and not INTERPRETED else "cpu"
 
@@ -50,3 +56,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def device() -> str:
     return DEVICE
+
+
+@pytest.fixture(autouse=True)
+def _kernel_timings_of_this_test(tmp_path_factory, monkeypatch):
+    """Timings the advisor keeps per kernel (advisor.model.kernel_calibration) go to a folder of each
+    test: a developer's own cache, or another test's fake timings, never change what a test predicts."""
+    monkeypatch.setenv("TRITON_ADVISOR_CACHE", str(tmp_path_factory.mktemp("advisor-cache")))

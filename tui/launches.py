@@ -356,9 +356,11 @@ def subject_for(path: str | Path, ref: LaunchRef, gpu: str, config_dir: str | No
 def prediction_notes(subject) -> list[str]:
     """The caveats of the subject's predictions (a kernel outside the model's data), as `advisor predict`
     writes them."""
-    from advisor.model.predict import model_for, outside_data
+    from advisor.advice.search import predict_candidates
+    from advisor.model.predict import is_outside_note
 
-    return outside_data(model_for(subject.gpu), subject.kernel)
+    (current,) = predict_candidates(subject, [subject.current])
+    return [n for n in current.notes if is_outside_note(n)]
 
 
 def advise_one(subject, top_k: int = 5, confirm: bool = True):

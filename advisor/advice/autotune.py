@@ -11,7 +11,9 @@ with the latency model, and returns the `top_k` fastest predicted: only those ar
 given with `grid=` (the same callable the kernel is launched with, taking the meta-parameters), or
 inferred as the product of cdiv(X, BLOCK_X) over the tile parameters that match an integer argument X.
 When anything goes wrong (an unknown GPU, a compile failure) the configs are returned unpruned with a
-warning: pruning never makes a program fail.
+warning: pruning never makes a program fail. The times the autotuner then measures for the configs let
+through are kept (at the next call) as the kernel's calibration on this GPU
+(advisor.model.kernel_calibration), so later predictions for the kernel start from them.
 """
 
 from __future__ import annotations
@@ -40,12 +42,15 @@ class Pruner:
 
     def __call__(self, configs, named_args, **kwargs):
         configs = list(configs)
+        self.record_timed()
         if len(configs) <= self.top_k:
             return configs
         try:
             fn = _autotuned_function()
             self.hardware = self.hardware or resolve_gpu(self.gpu or _gpu_name())
-            chosen = rank(fn, configs, named_args, kwargs, self.top_k, self.grid, self.hardware)
+            ranked: dict = {}
+            chosen = rank(fn, configs, named_args, kwargs, self.top_k, self.grid, self.hardware, ranked)
+            self._pending = (_autotuner(), ranked)
         except Exception as exc:  # noqa: BLE001 - pruning must never break the program
             warnings.warn(f"advisor.prune: timing every config ({type(exc).__name__}: {exc})", stacklevel=2)
             self.last = {"error": str(exc)}
@@ -54,18 +59,50 @@ class Pruner:
         return chosen
 
 
-def _autotuned_function():
-    """The JIT function of the autotuner calling us (its prune_configs method is our caller's frame)."""
+    _pending: tuple | None = None  # (the autotuner, what `rank` predicted) until its timings are kept
+
+    def record_timed(self) -> None:
+        """Keep the times the autotuner measured for the configs we let through (the previous call's:
+        it times them after we return) as this kernel's calibration (advisor.model.kernel_calibration)."""
+        if self._pending is None:
+            return
+        tuner, ranked = self._pending
+        timings = getattr(tuner, "configs_timings", None)
+        if not isinstance(timings, dict) or not ranked.get("candidates"):
+            return
+        self._pending = None
+        try:
+            from advisor.advice.search import record_timings
+
+            by_config = {c.config: c for c in ranked["candidates"]}
+            timed = []
+            for config, ms in timings.items():
+                cand = by_config.get(Config.from_triton(config))
+                first = ms[0] if isinstance(ms, list | tuple) else ms
+                if cand is not None and isinstance(first, int | float) and math.isfinite(first):
+                    timed.append((cand, 1000.0 * first))
+            record_timings(ranked["subject"], timed)
+        except Exception as exc:  # noqa: BLE001 - keeping timings must never break the program
+            warnings.warn(f"advisor.prune: timings not kept ({type(exc).__name__}: {exc})", stacklevel=2)
+
+
+def _autotuner():
+    """The autotuner calling us (its prune_configs method is our caller's frame)."""
     frame = sys._getframe(1)
     while frame is not None:
         owner = frame.f_locals.get("self")
         if owner is not None and hasattr(owner, "configs") and hasattr(owner, "fn"):
-            fn = owner.fn
-            while not hasattr(fn, "params"):  # unwrap nested autotuners / heuristics
-                fn = fn.fn
-            return fn
+            return owner
         frame = frame.f_back
     raise RuntimeError("not called from triton.autotune")
+
+
+def _autotuned_function():
+    """The JIT function of the autotuner calling us."""
+    fn = _autotuner().fn
+    while not hasattr(fn, "params"):  # unwrap nested autotuners / heuristics
+        fn = fn.fn
+    return fn
 
 
 def build_launch(fn, named_args: dict, kwargs: dict, config: Config) -> Launch:
@@ -102,9 +139,11 @@ def inferred_grid(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
     return lambda config: (math.prod(-(-dim // config[name]) for name, dim in tiles),)
 
 
-def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu: GPU | None = None):
+def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu: GPU | None = None,
+         ranked: dict | None = None):
     """The `top_k` triton.Config objects of `configs` with the lowest predicted time on `gpu` (default: this
-    machine's)."""
+    machine's). `ranked`, when given, receives the subject and its ranked candidates (to keep the
+    autotuner's timings of them)."""
     from advisor.advice.search import search
     from advisor.advice.subjects import LaunchSubject
 
@@ -121,6 +160,8 @@ def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu
                     launch.constexprs, ours[0])
     subject = LaunchSubject(launch, gpu or resolve_gpu(_gpu_name()), space=ours, grid=grid_rule)
     advice = search(subject, top_k=top_k, confirm=True)
+    if ranked is not None:
+        ranked.update(subject=subject, candidates=[advice.current, *advice.ranked])
     keep = {c.config for c in advice.ranked[:top_k]}
     chosen = [c for c, o in zip(configs, ours, strict=True) if o in keep]
     return chosen or list(configs)

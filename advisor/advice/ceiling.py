@@ -112,12 +112,14 @@ def launch_ceilings(path: str | Path, gpu: GPU, kernel_file: str | None = None,
 
 def _generic_ceiling(launch: Launch, gpu: GPU, what: str) -> Ceiling:
     """The generic ceiling of one launch, refused (exit 2) when its config cannot run on the GPU."""
-    from advisor.advice.subjects import element_bytes_of, tile_precheck
+    from advisor.advice.operands import operand_element_bytes
+    from advisor.advice.subjects import tile_precheck
     from ceilings.compile import load_kernel
     from ceilings.demand import generic_demand
 
-    load_kernel(launch.source, launch.kernel)  # a clear error for a missing, broken or kernel-less file
-    require_runnable(launch.config, gpu.spec, lambda c: tile_precheck(c, gpu.spec, element_bytes_of(launch)), what)
+    fn = load_kernel(launch.source, launch.kernel)  # a clear error for a missing, broken or kernel-less file
+    operand_bytes = operand_element_bytes(launch, fn)
+    require_runnable(launch.config, gpu.spec, lambda c: tile_precheck(c, gpu.spec, operand_bytes), what)
     ceiling = roofline(generic_demand(launch, arch=gpu.arch), gpu.rates, launch.config.to_dict())
     require_runnable(launch.config, gpu.spec, None, what, ceiling)
     return ceiling

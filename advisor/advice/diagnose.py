@@ -373,14 +373,14 @@ def _loop(subject, config: Config, d: Demand, sass: _Sass, notes: list[str]) -> 
     """The K loop: for a tiled config (BLOCK_M/N/K), trips = per-CTA tensor FLOPs / one tile product's
     and the A and B tiles per trip; otherwise the longest determined loop of the IR and the demand's
     per-CTA L2 bytes per trip."""
-    from advisor.advice.subjects import element_bytes_of
+    from advisor.advice.operands import operand_element_bytes
     from advisor.model.features import tile_sizes
 
     # Operand tiles hold the MMA's input type; without tensor work, the widest tensor of the launch.
     size = _INPUT_BYTES.get(d.tensor_dtype) if d.tensor_flops_per_cta else None
     if size is None:
         launch = _launch(subject, config)
-        size = element_bytes_of(launch) if launch is not None else 2
+        size = (operand_element_bytes(launch) or 2) if launch is not None else 2
     t = tile_sizes(config)
     bm, bn, bk = t["tile_m"], t["tile_n"], t["tile_k"]
     if bm and bn and bk and d.tensor_flops_per_cta:

@@ -11,6 +11,7 @@ returns the top k with ceiling, prediction, interval and a reason.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import re
@@ -45,6 +46,9 @@ class Candidate:
     interval: tuple[float, float]
     notes: list[str] = field(default_factory=list)
     measured_us: float | None = None
+    model_us: float | None = None  # the model's prediction before the kernel's own timings corrected it
+    outside_data: bool = False     # its features are far from the model's training rows (advisor.model.confidence)
+    corrected_by: int = 0          # timings of this kernel on this GPU that corrected the prediction
 
     @property
     def efficiency(self) -> float:
@@ -95,6 +99,10 @@ class Subject:
         """The tensor work the launch must do (to tell padding apart), when known."""
         return None
 
+    def kernel_source(self) -> str | None:
+        """The kernel's file, whose timings calibrate the model for it (advisor.model.kernel_calibration)."""
+        return None
+
     def predict(self, configs: Sequence[Config], model=None) -> list[Candidate]:
         return predict_candidates(self, configs, model)
 
@@ -114,7 +122,7 @@ class Advice:
     why: str = ""
     cannot_run: str | None = None          # why the current config cannot run on the GPU (a finding)
     basis: str = "predicted"               # what the verdict rests on (advisor.advice.measured.weigh)
-    model_notes: list[str] = field(default_factory=list)  # the latency model's caveats (outside its data)
+    notes: list[str] = field(default_factory=list)  # what the verdict rests on that may be wrong
 
     @property
     def best(self) -> Candidate:
@@ -151,7 +159,12 @@ class Advice:
             if cand.ceiling is not None:
                 notes += cand.ceiling.notes
         # Why the current config cannot run is the finding itself (the unrunnable ceiling's one note).
-        return [n for n in dict.fromkeys(notes + self.model_notes) if n != self.cannot_run]
+        # The latency model's: a launch outside its training data (by feature distance), and the
+        # advice's own notes (a close call, corrections by this kernel's timings).
+        from advisor.model.predict import is_outside_note
+
+        notes += [n for cand in (self.current, self.best) for n in cand.notes if is_outside_note(n)]
+        return [n for n in dict.fromkeys(notes + self.notes) if n != self.cannot_run]
 
     def to_json(self) -> dict:
         s = self.subject
@@ -163,7 +176,7 @@ class Advice:
                 "binding": self.current.ceiling.binding, "why": self.why,
                 "ranked": [c.to_json() for c in self.ranked], "considered": self.considered,
                 "pruned": dict(self.pruned), "measured": self.measured, "basis": self.basis,
-                "caveats": self.caveats}
+                "caveats": self.caveats, "notes": self.notes}
 
 
 # ----------------------------------------------------------------------------------------------- ranking
@@ -178,23 +191,61 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
     ceilings = subject.ceilings(configs)
     rows = [feature_row(c, c.demand, cfg, subject.spec) for c, cfg in zip(ceilings, configs, strict=True)]
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
-    mid, lo, hi = model.predict_us(np.array([c.ceiling_us for c in ceilings]), x)
-    return [Candidate(cfg, c, float(m), (float(a), float(b)), list(c.notes))
-            for cfg, c, m, a, b in zip(configs, ceilings, mid, lo, hi, strict=True)]
+    ceiling_us = np.array([c.ceiling_us for c in ceilings])
+    mid, lo, hi = model.predict_us(ceiling_us, x)
+    out = [Candidate(cfg, c, float(m), (float(a), float(b)), list(c.notes) + notes, model_us=float(m),
+                     outside_data=bool(notes))
+           for cfg, c, m, a, b, notes in zip(configs, ceilings, mid, lo, hi, model.outside_notes(x), strict=True)]
+    timings = kernel_timings(subject)
+    if timings is not None and timings.points:
+        from advisor.model.kernel_calibration import model_log_ratios
+
+        fixed = timings.correct(ceiling_us, *model_log_ratios(model, ceiling_us, x))
+        for i, cand in enumerate(out):
+            cand.predicted_us, cand.interval = float(fixed[0][i]), (float(fixed[1][i]), float(fixed[2][i]))
+            cand.corrected_by = len(timings.points)
+            earlier = timings.measured(cand.config.to_dict(), subject.label)
+            if earlier is not None:
+                cand.predicted_us = earlier
+                cand.notes.append(f"measured {earlier:.1f} us on this GPU before")
+        out[0].notes.append(f"corrected by {len(timings.points)} timings of this kernel on {subject.spec.name}")
+    return out
+
+
+def kernel_timings(subject: Subject):
+    """The stored timings of the subject's kernel on its GPU (None: its source is not known)."""
+    from advisor.model.kernel_calibration import KernelTimings
+
+    source = subject.kernel_source()
+    if source is None:
+        return None
+    try:
+        return KernelTimings.load(source, subject.kernel, subject.spec.name)
+    except OSError:  # the file went away: nothing to key the timings by
+        return None
+
+
+def record_timings(subject: Subject, timed: Sequence[tuple[Candidate, float]]) -> None:
+    """Keep measured times of candidates for the kernel's calibration (advisor.model.kernel_calibration)."""
+    timings = kernel_timings(subject)
+    if timings is None:
+        return
+    for cand, us in timings_of(timed):
+        raw = cand.model_us if cand.model_us is not None else cand.predicted_us
+        timings.add(cand.config.to_dict(), subject.label, cand.ceiling.ceiling_us,
+                    math.log(max(raw, 1e-9) / cand.ceiling.ceiling_us), us)
+    with contextlib.suppress(OSError):  # a read-only cache folder costs the calibration, never the command
+        timings.save()
+
+
+def timings_of(timed):
+    return [(c, us) for c, us in timed if us is not None and math.isfinite(us) and c.ceiling.ceiling_us > 0]
 
 
 def _model(gpu: GPU):
     from advisor.model.predict import model_for
 
     return model_for(gpu)
-
-
-def outside_data(model, kernel: str) -> list[str]:
-    """The model's caveat for a kernel it was not trained on (the words `advisor predict` uses)."""
-    trained_on = set(getattr(model, "meta", {}).get("kernels", []))
-    if not trained_on or kernel in trained_on:
-        return []
-    return [f"the model was trained on {', '.join(sorted(trained_on))} only: {kernel} is outside its data"]
 
 
 # A speed-up below this prints as 1.00x: no gain (`search` keeps the current config, `explain` says so).
@@ -261,21 +312,62 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
     if confirm and not cannot_run:
         _, notes = subject.confirm(subject.current)
         current.notes = notes + current.notes
-    advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run,
-                    model_notes=outside_data(model or _model(subject.gpu), subject.kernel))
+    advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run)
     if measure:
         run = subject.measurer()
         current.measured_us = None if cannot_run else run(current.config)
         for cand in finalists:
             cand.measured_us = current.measured_us if cand.config == current.config else run(cand.config)
         advice.measured = 1 + sum(1 for c in finalists if c.config != current.config)
+        record_timings(subject, [(c, c.measured_us) for c in [current, *finalists]])
         finalists.sort(key=lambda c: c.measured_us if c.measured_us is not None else math.inf)
+        untimed = [c.config for c in ranked if c.config not in {f.config for f in finalists}]
+        advice.notes += rerank_untimed(subject, untimed, finalists, model)
     if advice.ranked and advice.speedup < NO_GAIN:
         # Nothing ranked beats the current config by a gain the report can show: it stays the suggestion
         # (listed once), so a "1.00x" is never reported as a change.
         advice.ranked = [current] + [c for c in advice.ranked if c.config != current.config]
     advice.why = explain(advice)
+    close = close_call(advice, model)
+    if close:
+        advice.notes += close
+        advice.why += "; a gain within the model's error, not a measured one: confirm it with --measure"
     return advice
+
+
+def rerank_untimed(subject: Subject, untimed: Sequence[Config], timed: Sequence[Candidate], model=None) -> list[str]:
+    """The configs not timed, re-predicted with the timings just kept: a note when one of them is now
+    predicted faster than the best measured (worth timing next)."""
+    best = min((c.measured_us for c in timed if c.measured_us is not None), default=None)
+    if best is None or not untimed:
+        return []
+    again = sorted(subject.predict(list(untimed)[:64], model), key=lambda c: c.predicted_us)
+    if not again or not again[0].corrected_by or again[0].predicted_us >= best:
+        return []
+    lead = again[0]
+    return [f"re-ranked with this kernel's {lead.corrected_by} timings on {subject.spec.name}, "
+            f"{lead.config.label()} (not timed) is predicted {lead.predicted_us:.1f} us against {best:.1f} us "
+            "measured for the best timed: time more configs (a larger --measure)"]
+
+
+def close_call(advice: Advice, model=None) -> list[str]:
+    """A note when a predicted speed-up is within the model's error between two configs of one launch
+    (its meta's `intervals.ranking_sd`, or `ranking_sd_outside` for a launch outside its data)."""
+    if advice.measured or advice.cannot_run or advice.best.config == advice.current.config:
+        return []
+    model = model or _model(advice.subject.gpu)
+    intervals = model.meta.get("intervals") or {}
+    outside = advice.current.outside_data or advice.best.outside_data
+    sd = intervals.get("ranking_sd_outside" if outside else "ranking_sd")
+    if not sd or advice.current.corrected_by:  # the kernel's own timings already set its level
+        return []
+    # The error of a predicted ratio of two configs: sqrt(2) x the within-launch spread, one-sided 80%.
+    margin = math.exp(0.8416 * math.sqrt(2.0) * sd)
+    if advice.speedup >= margin:
+        return []
+    return [f"the predicted {advice.speedup:.2f}x is within the model's error between configs of one launch "
+            f"(about {margin:.2f}x{' for a kernel outside its data' if outside else ''}): not a measured gain; "
+            "time the top configs with --measure before changing the config"]
 
 
 def _short(reason: str) -> str:

@@ -11,9 +11,11 @@ import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from itertools import combinations
 from pathlib import Path
 
+from advisor.advice.config_space import around, config_distance, guided_pick, neighbours  # noqa: F401
+from advisor.advice.launch_rule import TILE_PARAM, launch_rule, named_tiles
+from advisor.advice.operands import operand_element_bytes
 from advisor.advice.search import Candidate, Location, Subject, predict_candidates
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
@@ -74,6 +76,9 @@ class FamilySubject(Subject):
 
     def useful_flops(self) -> float | None:
         return None if self.family.useful_flops is None else self.family.useful_flops(self.shape)
+
+    def kernel_source(self) -> str | None:
+        return str(self.family.source)
 
     def measurer(self):
         return _case_measurer(lambda: self.family.case(self.shape), self.label)
@@ -159,6 +164,9 @@ class LayerSubject(Subject):
     def confirm_launches(self, configs):
         return [launch for p in self.parts for launch in p.confirm_launches(configs)]
 
+    def kernel_source(self):
+        return self.parts[0].kernel_source()
+
     def useful_flops(self):
         values = [p.useful_flops() for p in self.parts]
         return None if any(v is None for v in values) else sum(values)
@@ -181,61 +189,13 @@ class LayerSubject(Subject):
 
 # ------------------------------------------------------------------------------------ any kernel, any launch
 
-_TILE_PARAM = re.compile(r"^(BLOCK|TILE)(_SIZE)?_([A-Z0-9]+)$")
-
-
-SIZE_SPELLINGS = ("{x}", "n_{x}", "size_{x}", "{x}_size", "n{x}")
-
-
-def tile_dims(launch: Launch, spellings: Sequence[str] = SIZE_SPELLINGS) -> list[tuple[str, int]]:
-    """(tile parameter, size it tiles) pairs: BLOCK_X / BLOCK_SIZE_X / TILE_X of the config matched, case
-    ignored, to a positive integer argument of the launch spelled as one of `spellings` of X."""
-    lower = {k.lower(): v for k, v in launch.scalars if isinstance(v, int) and not isinstance(v, bool)}
-    out = []
-    for name, value in launch.config.params.items():
-        m = _TILE_PARAM.match(name)
-        if not m or not isinstance(value, int) or value <= 0:
-            continue
-        x = m.group(3).lower()
-        for spelling in spellings:
-            if lower.get(spelling.format(x=x), 0) > 0:
-                out.append((name, lower[spelling.format(x=x)]))
-                break
-    return out
+_TILE_PARAM = TILE_PARAM
+tile_dims = named_tiles
 
 
 def grid_rule(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
-    """How the launch's grid follows its config, inferred from the recorded grid.
-
-    Each grid axis is explained, when it can be, as a product of cdiv(size, BLOCK_X) over tile parameters
-    BLOCK_X / BLOCK_SIZE_X / TILE_X of the config and an integer argument named X (or x, n_x, size_x) of
-    the launch, times a leftover factor that does not depend on the config (batch, heads). Axes that no
-    such product explains keep their size (persistent grids, fixed batch axes).
-    """
-    tiles = tile_dims(launch)
-    rules: list[tuple[list[tuple[str, int]], int]] = []
-    used: set[str] = set()
-    for size in launch.grid:
-        best = None
-        free = [t for t in tiles if t[0] not in used]
-        for r in range(len(free), 0, -1):
-            for combo in combinations(free, r):
-                product = math.prod(-(-dim // launch.config[name]) for name, dim in combo)
-                if product and size % product == 0:
-                    best = (list(combo), size // product)
-                    break
-            if best:
-                break
-        if best:
-            used.update(name for name, _ in best[0])
-            rules.append(best)
-        else:
-            rules.append(([], size))
-
-    def grid(config: Config) -> tuple[int, ...]:
-        return tuple(factor * math.prod(-(-dim // config[name]) for name, dim in combo) for combo, factor in rules)
-
-    return grid
+    """How the launch's grid follows its config (advisor.advice.launch_rule)."""
+    return launch_rule(launch).grid
 
 
 class LaunchSubject(Subject):
@@ -244,9 +204,15 @@ class LaunchSubject(Subject):
     def __init__(self, launch: Launch, gpu: GPU, space: Sequence[Config] | None = None,
                  location: Location | None = None, label: str | None = None,
                  grid: Callable[[Config], tuple[int, ...]] | None = None,
-                 variants: Mapping[Config, Launch] | None = None):
+                 variants: Mapping[Config, Launch] | None = None,
+                 relaunch: Callable[[Config], Launch | None] | None = None):
         """`variants`: the launch each config makes where that is known (a capture of every autotune
-        config: its grid, and constexprs heuristics set from the config)."""
+        config: its grid, and constexprs heuristics set from the config). `grid`: how the grid follows the
+        config where the caller knows it (the autotune hook's grid callable); otherwise it, the padded size
+        arguments and the buffers sized by them are inferred from the launch (advisor.advice.launch_rule).
+        `relaunch`: config -> the launch the program makes with it (a captured call re-run per config:
+        grid functions and heuristics see the config), used unless the launch has padded sizes, which
+        host code derives from its own config before the launch and a re-run cannot change."""
         from ceilings.compile import load_kernel
 
         self.fn = load_kernel(launch.source, launch.kernel)
@@ -254,39 +220,71 @@ class LaunchSubject(Subject):
         self.gpu = gpu
         self.kernel = launch.kernel
         self.current = launch.config
-        self.grid = grid or grid_rule(launch)
+        self.rule = launch_rule(launch)
+        self.grid = grid or self.rule.grid
         self._space = list(space) if space is not None else None
         self.label = label or (f"{launch.kernel} grid={list(launch.grid)} "
                                + " ".join(f"{t.name}{list(t.shape)}" for t in launch.tensors[:3]))
         self.location = location or Location(launch.source, _def_line(launch.source, launch.kernel), "kernel")
         self._compiled: dict[Config, object] = {}
-        self.notes: list[str] = []
+        self._ceilings: dict[Config, Ceiling] = {}
+        self.notes: list[str] = self.rule.notes() if grid is None else []
         self.variants = dict(variants or {})
+        self.relaunch = relaunch if not self.rule.padded else None
+        self._relaunched: dict[Config, Launch | None] = {}
+        self.operand_bytes = operand_element_bytes(launch, self.fn)
 
     def launch_for(self, config: Config) -> Launch:
         if config in self.variants:
             return self.variants[config]
-        return Launch(self.launch.source, self.launch.kernel, self.grid(config), self.launch.tensors,
-                      self.launch.scalars, self.launch.constexprs, config)
+        if self.relaunch is not None and config != self.current:
+            if config not in self._relaunched:
+                self._relaunched[config] = self.relaunch(config)
+            if self._relaunched[config] is not None:
+                return self._relaunched[config]
+        made = self.rule(config)
+        return made if self.grid == self.rule.grid else dataclasses.replace(made, grid=self.grid(config))
 
     max_configs = 32  # each config of a generic kernel is compiled for its demand: a budget per launch
 
     def space(self) -> list[Config]:
-        """The declared space (or the neighbours of the current config); beyond the compile budget, the
-        feasible configs nearest to the current one."""
-        full = self._space if self._space is not None else neighbours(self.current)
+        """The kernel's own space (its autotune list, a declared space, the configs a capture made), or
+        for a kernel with none the combinations of one step in every knob around the current config;
+        beyond the compile budget, the configs the latency model leads to (advisor.advice.config_space)."""
+        full = self._space if self._space is not None else around(self.current)
         if len(full) <= self.max_configs:
             return full
         feasible = [c for c in full if self.precheck(c) is None]
-        near = sorted(feasible, key=lambda c: config_distance(c, self.current))[: self.max_configs]
-        self.notes.append(f"{len(full)} configs declared; the {len(near)} feasible ones nearest the current config "
-                          f"were ranked (each is compiled for its demand)")
-        return near
+        picked = guided_pick(feasible, self.current, self.max_configs, self._predicted_us)
+        self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(picked)} the latency "
+                          "model led to were compiled and ranked (each config is compiled for its demand)")
+        return picked
+
+    def _predicted_us(self, configs: list[Config]) -> list[float]:
+        out = []
+        for c in configs:
+            try:
+                (cand,) = self.predict([c])
+                out.append(cand.predicted_us)
+            except Exception:  # noqa: BLE001 - a config that does not compile is no lead to follow
+                out.append(math.inf)
+        return out
 
     def precheck(self, config: Config) -> str | None:
         if set(config.params) != set(self.current.params):
             return "sets other parameters than the kernel's launch"
-        return tile_precheck(config, self.spec, element_bytes_of(self.launch))
+        compiled = self._compiled.get(config)
+        if compiled is None and config == self.current:  # compiled for its ceiling in any case
+            try:
+                compiled = self._compile(config)
+            except Exception:  # noqa: BLE001 - the compiler's verdict comes with the confirm step
+                compiled = None
+        if compiled is not None:  # the kernel's own shared bytes, not an estimate
+            if compiled.shared_bytes > self.spec.smem_per_block:
+                return (f"needs {compiled.shared_bytes} B of shared memory, over {self.spec.smem_per_block} B "
+                        "per block")
+            return tile_precheck(config, self.spec, None)
+        return tile_precheck(config, self.spec, self.operand_bytes)
 
     def _compile(self, config: Config):
         from ceilings.compile import compile_launch
@@ -299,35 +297,35 @@ class LaunchSubject(Subject):
         from advisor.advice.compile_pool import compile_ahead
         from ceilings.demand import generic_demand
 
-        compile_ahead([self.launch_for(c) for c in configs if c not in self._compiled], self.spec.arch, self.fn)
-        out = []
+        compile_ahead([self.launch_for(c) for c in configs if c not in self._ceilings and c not in self._compiled],
+                      self.spec.arch, self.fn)
         for c in configs:
-            launch = self.launch_for(c)
-            out.append(roofline(generic_demand(launch, self._compile(c), self.spec.arch), self.gpu.rates, c.to_dict()))
-        return out
+            if c not in self._ceilings:
+                demand = generic_demand(self.launch_for(c), self._compile(c), self.spec.arch)
+                self._ceilings[c] = roofline(demand, self.gpu.rates, c.to_dict())
+        return [self._ceilings[c] for c in configs]
 
     def confirm(self, config: Config) -> tuple[str | None, list[str]]:
         return _confirm(lambda: self._compile(config), self.spec, config)
 
+    def kernel_source(self) -> str | None:
+        return self.launch.source
+
     def measurer(self):
         from advisor.measure.launch_run import launch_measurer
 
-        return launch_measurer(self.fn, self.launch, self.grid, self.label)
+        return launch_measurer(self.fn, self.launch, lambda c: self.launch_for(c).grid, self.label)
 
 
 def _def_line(source: str, kernel: str) -> int:
     return line_of(source, rf"^\s*def\s+{re.escape(kernel)}\s*\(")
 
 
-def element_bytes_of(launch: Launch) -> int:
-    sizes = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1}
-    found = [sizes[t.dtype] for t in launch.tensors if t.dtype in sizes]
-    return max(found) if found else 2
-
-
-def tile_precheck(config: Config, spec: GPUSpec, element_bytes: int = 2) -> str | None:
+def tile_precheck(config: Config, spec: GPUSpec, element_bytes: int | None = 2) -> str | None:
     """The analytic limits of a tiled kernel: a (M x N) fp32 accumulator in registers and (M x K + K x N)
-    operand tiles per pipeline stage in shared memory, when the config names those tiles; warps per block."""
+    operand tiles of `element_bytes` per pipeline stage in shared memory, when the config names those
+    tiles (None: the kernel stages no operand tiles, or their size is known from its compile); warps per
+    block."""
     if config.num_warps * 32 > 1024:
         return f"{config.num_warps} warps exceed 1024 threads per block"
     tiles = {}
@@ -340,41 +338,11 @@ def tile_precheck(config: Config, spec: GPUSpec, element_bytes: int = 2) -> str 
         acc = bm * bn // (32 * config.num_warps)
         if acc > spec.max_registers_per_thread:
             return f"accumulator needs {acc} registers per thread; use smaller tiles or more warps"
-    if bm and bn and bk:
+    if bm and bn and bk and element_bytes:
         smem = max(config.num_stages - 1, 1) * (bm * bk + bk * bn) * element_bytes
         if smem > spec.smem_per_block:
             return f"operand tiles need {smem} B of shared memory, over {spec.smem_per_block} B per block"
     return None
-
-
-def config_distance(a: Config, b: Config) -> float:
-    """How far apart two configs are: log2 steps over every numeric knob."""
-    def step(x, y):
-        return abs(math.log2(x / y)) if isinstance(x, int | float) and isinstance(y, int | float) and x > 0 and y > 0 \
-            else float(x != y)
-    keys = set(a.params) | set(b.params)
-    return (sum(step(a.params.get(k, 0), b.params.get(k, 0)) for k in keys) + step(a.num_warps, b.num_warps)
-            + step(max(a.num_stages, 1), max(b.num_stages, 1)))
-
-
-def neighbours(config: Config) -> list[Config]:
-    """The default space of a kernel without a declared one: the current config and every config one
-    step away in one knob (tile sizes halved or doubled, group sizes, num_warps 2..16, num_stages 1..5)."""
-    out = [config]
-    for name, value in config.params.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            continue
-        if _TILE_PARAM.match(name) or name.startswith("GROUP"):
-            for v in (value // 2, value * 2):
-                if v >= (16 if _TILE_PARAM.match(name) else 1) and v <= 512:
-                    out.append(config.replace(**{name: v}))
-    for w in (2, 4, 8, 16):
-        if w != config.num_warps:
-            out.append(config.replace(num_warps=w))
-    for s in (1, 2, 3, 4, 5):
-        if s != config.num_stages:
-            out.append(config.replace(num_stages=s))
-    return list(dict.fromkeys(out))
 
 
 def declared_space(source: str | Path, kernel: str) -> tuple[list[Config], Location | None] | None:

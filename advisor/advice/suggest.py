@@ -37,12 +37,14 @@ DEFAULT_GPU = "h100"
 # ------------------------------------------------------------------------------------------ targets
 
 def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | None = None,
-                   kernel: str | None = None, calibrated: bool = True, trace=None) -> list[Subject]:
+                   kernel: str | None = None, calibrated: bool = True, trace=None,
+                   relaunch=None) -> list[Subject]:
     """One subject per distinct launch of a trace (or launch JSON, or the given `trace`): a launch of a
     registered family's kernel is that family's subject (exact demand, its whole space); any other launch
     takes the space its kernel's file declares (autotune list, CONFIG_SPACE) or the neighbours of the
     recorded config. An autotuned launch captured without a GPU (one entry per config) is one subject: its
-    configs are the space, each with the launch it makes, and the first is the current config."""
+    configs are the space, each with the launch it makes, and the first is the current config.
+    `relaunch(i)`: for launch i, config -> the launch the program makes with that config (a call re-run)."""
     from advisor.capture.trace import autotune_groups, read_trace
     from ceilings.compile import load_kernel
 
@@ -66,7 +68,7 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
         count = trace.counts[i] if i < len(trace.counts) else 1
         variants = {sourced[j].config: sourced[j] for j in groups.get(i, ())}
         subject = LaunchSubject(launch, gpu, space=list(variants) if variants else space, location=loc,
-                                variants=variants)
+                                variants=variants, relaunch=None if variants or relaunch is None else relaunch(i))
         if count > 1:
             subject.label += f" (x{count})"
         out.append(subject)
@@ -108,8 +110,17 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
 
         if path.suffix != ".py" or trace:
             raise AdvisorError(f"--call goes with a kernel file, not {'--trace' if trace else target}")
-        captured = capture_call(path, call, gpu.spec.name if gpu else None)
-        return trace_subjects(f"--call {call!r}", gpu, None, kernel, calibrated, trace=captured)
+        from advisor.capture.call import relauncher
+
+        gpu_name = gpu.spec.name if gpu else None
+        captured = capture_call(path, call, gpu_name)
+
+        def relaunch(i: int):
+            name = captured.launches[i].kernel
+            occurrence = sum(1 for launch in captured.launches[:i] if launch.kernel == name)
+            return relauncher(path, call, gpu_name, name, occurrence)
+
+        return trace_subjects(f"--call {call!r}", gpu, None, kernel, calibrated, trace=captured, relaunch=relaunch)
     if trace:
         return trace_subjects(trace, gpu, str(path), kernel, calibrated)
     if path.suffix == ".json":

@@ -112,8 +112,10 @@ def _failure_site(exc: BaseException, path: Path) -> tuple[str, bool]:
     return (f"{Path(frame.filename).name}:{frame.lineno}" if frame else "?"), at_call
 
 
-def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None) -> Trace:
-    """The trace of the launches `call` makes, evaluated against the kernel file at `path`."""
+def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
+                 override: tuple[str, dict] | None = None) -> Trace:
+    """The trace of the launches `call` makes, evaluated against the kernel file at `path`. `override`:
+    (kernel, meta-parameters and num_warps/num_stages) its launches take instead of the host code's."""
     from ceilings import standin
     from ceilings.compile import load_module
 
@@ -126,7 +128,7 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None) -> 
     rec = NoGPURecorder("", spec.name)
     code = compile(tree, _WHERE, "eval")
     try:
-        with contextlib.redirect_stdout(sys.stderr), NoGPUCapture(rec, spec).active():
+        with contextlib.redirect_stdout(sys.stderr), NoGPUCapture(rec, spec, override).active():
             eval(code, namespace)
     except AdvisorError as exc:
         raise AdvisorError(f"--call {call!r}: {exc}") from None
@@ -149,6 +151,21 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None) -> 
         raise AdvisorError(f"--call {call!r} launched no Triton kernel; call the host function that launches "
                            f"one (in {path.name}: {', '.join(host_functions(module)) or 'none'})")
     return trace_of_capture(data, path.parent, [str(path), "--call", call], Path(os.devnull)).trace
+
+
+def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str, occurrence: int):
+    """config -> the launch the call makes of `kernel` (its `occurrence`-th launch) when that kernel is
+    launched with the config: the host code re-run per config, so grids and arguments that follow the
+    meta-parameters follow them. None where the re-run fails or launches it otherwise."""
+    def launch_of(config):
+        try:
+            trace = capture_call(path, call, gpu, (kernel, {**config.params, "num_warps": config.num_warps,
+                                                            "num_stages": config.num_stages}))
+        except AdvisorError:
+            return None
+        mine = [launch for launch in trace.launches if launch.kernel == kernel]
+        return mine[occurrence] if occurrence < len(mine) and mine[occurrence].config == config else None
+    return launch_of
 
 
 def record_call(path: str | os.PathLike, call: str, out: str | os.PathLike, gpu: str | None = None) -> str:

@@ -129,8 +129,11 @@ class _WarmedKernel:
 class NoGPUCapture:
     """Takes over kernel launches and autotuning for a `NoGPURecorder` (see the module docstring)."""
 
-    def __init__(self, recorder: NoGPURecorder, spec):
-        self.rec, self.spec = recorder, spec
+    def __init__(self, recorder: NoGPURecorder, spec, override: tuple[str, dict] | None = None):
+        """`override`: (kernel name, {meta-parameter or num_warps/num_stages: value}) set on that kernel's
+        launches in place of what the host code gives, so a call re-run per config launches each config
+        as the host code would (its grid function and heuristics see the config)."""
+        self.rec, self.spec, self.override = recorder, spec, override
 
     def record(self, jit_fn, grid, bound: dict, options: dict) -> None:
         if callable(grid):
@@ -145,6 +148,10 @@ class NoGPUCapture:
         # Triton reads its launch options from the same keywords, also where a parameter has their name.
         options = {k: v for k, v in kwargs.items() if k not in names or k in _LAUNCH_OPTIONS}
         bound = bind(jit_fn, args, {k: v for k, v in kwargs.items() if k in names})
+        if self.override is not None and jit_fn.fn.__name__ == self.override[0]:
+            values = self.override[1]
+            bound.update((k, v) for k, v in values.items() if k in bound)
+            options = {**options, **{k: v for k, v in values.items() if k in _LAUNCH_OPTIONS}}
         if warmup:
             return self._warmup(jit_fn, bound, options, grid)
         self.record(jit_fn, grid, bound, options)

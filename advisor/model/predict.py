@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from advisor.model.confidence import OUTSIDE_QUANTILE, SUPPORT_FILE, Support, fit_support, widen
 from advisor.model.dataset import Dataset
 from advisor.model.features import FEATURES, feature_row
 from ceilings.errors import AdvisorError
@@ -38,11 +39,16 @@ def require_xgboost(what: str):
 QUANTILES = (0.1, 0.9)
 
 
+OUTSIDE_NOTE = ("the launch's features are far from every row the model was trained on (distance {d:.1f}, "
+                "beyond {t:.1f}): outside the model's data, the prediction is a guess; measure it (--measure)")
+
+
 @dataclass
 class LatencyModel:
     median: object           # predicts log(measured / ceiling): a TreeEnsemble (numpy) or an xgboost.Booster
     quantiles: object        # the same with one output per entry of QUANTILES
     meta: dict
+    support: Support | None = None  # the training rows' feature space (advisor.model.confidence)
 
     def _predict(self, model, x: np.ndarray) -> np.ndarray:
         if hasattr(model, "save_raw"):  # an xgboost.Booster, fresh from training
@@ -58,8 +64,30 @@ class LatencyModel:
         lo, hi = np.minimum(q[:, 0], mid), np.maximum(q[:, -1], mid)
         return mid, lo, hi
 
+    def distance(self, x: np.ndarray) -> np.ndarray | None:
+        """Each row's distance to the model's data (None: the model carries no support)."""
+        return None if self.support is None else self.support.distance(x)
+
+    def outside(self, x: np.ndarray) -> np.ndarray:
+        """Whether each row lies outside the model's data (a distance in feature space)."""
+        d = self.distance(x)
+        return np.zeros(len(x), dtype=bool) if d is None else d > self.support.threshold
+
+    def outside_notes(self, x: np.ndarray) -> list[list[str]]:
+        d = self.distance(x)
+        if d is None:
+            return [[] for _ in range(len(x))]
+        t = self.support.threshold
+        return [[OUTSIDE_NOTE.format(d=v, t=t)] if v > t else [] for v in d]
+
     def predict_us(self, ceiling_us: np.ndarray, x: np.ndarray):
+        """Median and interval in us. The band is the quantile models' widened by the factor the model's
+        meta holds for launches inside or outside its data (calibrated on held-out rows)."""
         mid, lo, hi = self.predict_log_ratio(x)
+        intervals = self.meta.get("intervals")
+        if intervals:
+            factor = np.where(self.outside(x), intervals["scale_outside"], intervals["scale"])
+            lo, hi = widen(mid, lo, hi, factor)
         # A launch cannot beat its ceiling: the ratio is at least 1.
         ratio = lambda v: np.exp(np.maximum(v, 0.0))  # noqa: E731
         return ceiling_us * ratio(mid), ceiling_us * ratio(lo), ceiling_us * ratio(hi)
@@ -75,6 +103,8 @@ class LatencyModel:
                 raise AdvisorError("only a model trained in this process (XGBoost boosters) can be saved")
             model.save_model(str(folder / f"latency_{name}.ubj"))
             TreeEnsemble.from_booster(model).save(folder / f"latency_{name}.npz")
+        if self.support is not None:
+            self.support.save(folder)
         (folder / "latency_meta.json").write_text(json.dumps(self.meta, indent=2) + "\n")
         return folder
 
@@ -104,9 +134,9 @@ class LatencyModel:
             median, quantiles = xgb.Booster(), xgb.Booster()
             median.load_model(str(folder / "latency_median.ubj"))
             quantiles.load_model(str(folder / "latency_quantiles.ubj"))
-            return cls(median, quantiles, meta)
+            return cls(median, quantiles, meta, Support.load(folder))
         return cls(TreeEnsemble.load(folder / "latency_median.npz"),
-                   TreeEnsemble.load(folder / "latency_quantiles.npz"), meta)
+                   TreeEnsemble.load(folder / "latency_quantiles.npz"), meta, Support.load(folder))
 
 
 def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None, *, gpu: GPU) -> list[dict]:
@@ -119,20 +149,16 @@ def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None, *, g
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
     mid, lo, hi = model.predict_us(np.array([c.ceiling_us for c in ceilings]), x)
     out = []
-    for c, m, a, b in zip(ceilings, mid, lo, hi, strict=True):
-        note = outside_data(model, c.kernel)
+    for m, a, b, note in zip(mid, lo, hi, model.outside_notes(x), strict=True):
         out.append({"predicted_us": round(float(m), 3), "predicted_interval_us": [round(float(a), 3),
                                                                                   round(float(b), 3)],
                     "notes": note})
     return out
 
 
-def outside_data(model: LatencyModel, kernel: str) -> list[str]:
-    """The caveat on a prediction for a kernel the model was not trained on (none when it was)."""
-    trained_on = set(model.meta.get("kernels", []))
-    if not trained_on or kernel in trained_on:
-        return []
-    return [f"the model was trained on {', '.join(sorted(trained_on))} only: {kernel} is outside its data"]
+def is_outside_note(note: str) -> bool:
+    """Whether a note is the model's "outside its data" caveat (OUTSIDE_NOTE)."""
+    return note.startswith(OUTSIDE_NOTE.split("{")[0])
 
 
 PARAMS = {"max_depth": 6, "eta": 0.08, "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 2,
@@ -155,7 +181,11 @@ def train(data: Dataset, rounds: int = ROUNDS) -> LatencyModel:
             "rows": len(data), "gpus": sorted(set(data.gpu)), "shapes": len(set(data.group)),
             "data": digests, "trained": dt.date.today().isoformat(), "xgboost": xgb.__version__,
             "params": PARAMS, "rounds": rounds}
-    return LatencyModel(median, quantiles, meta)
+    support = fit_support(data.x)
+    meta["support"] = {"file": SUPPORT_FILE, "rows": int(len(support.rows)), "threshold": round(support.threshold, 4),
+                       "quantile": OUTSIDE_QUANTILE}
+    # Intervals uncalibrated until benchmarks/confidence.py finds their factors on held-out folds.
+    return LatencyModel(median, quantiles, meta, support)
 
 
 TUNE_ROUNDS = 60
@@ -178,7 +208,7 @@ def fine_tune(model: LatencyModel, data: Dataset, rounds: int = TUNE_ROUNDS) -> 
     digests = {Path(src).name: hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16] for src in data.sources}
     meta = dict(model.meta, tuned={"gpus": sorted(set(data.gpu)), "rows": len(data), "rounds": rounds,
                                    "data": digests, "date": dt.date.today().isoformat()})
-    return LatencyModel(median, quantiles, meta)
+    return LatencyModel(median, quantiles, meta, model.support)
 
 
 def tuned_model_dir(gpu_name: str) -> Path:

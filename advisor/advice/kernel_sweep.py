@@ -1,0 +1,70 @@
+"""`advisor calibrate --kernel FILE --call EXPR`: a short adaptive sweep that calibrates the model for
+one kernel on this GPU (advisor.model.kernel_calibration).
+
+Each step times one config and re-fits the kernel's correction before choosing the next: first the
+current config (the reference every suggestion is judged against), then in turn the config predicted
+fastest (where a wrong prediction costs most) and the config whose band is widest (where the model
+knows least), never one already timed. 3 to 8 timings per launch; every one is stored with the
+kernel's other timings, so `suggest` on the kernel afterwards ranks with the correction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from advisor.advice.search import Candidate, Subject, record_timings
+from ceilings.errors import AdvisorError
+from ceilings.launch import Config
+from ceilings.validate import config_problem
+
+MIN_CONFIGS, MAX_CONFIGS = 3, 8
+
+
+def next_config(candidates: list[Candidate], timed: set[Config], current: Config, step: int) -> Candidate | None:
+    """The config to time at `step` of the sweep (module docstring); None when all are timed."""
+    untimed = [c for c in candidates if c.config not in timed]
+    if not untimed:
+        return None
+    if step == 0:
+        mine = [c for c in untimed if c.config == current]
+        if mine:
+            return mine[0]
+    if step % 2 == 1:
+        return min(untimed, key=lambda c: c.predicted_us)
+    return max(untimed, key=lambda c: math.log(c.interval[1] / max(c.interval[0], 1e-12)))
+
+
+def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] | None = None,
+          progress: Callable[[str], None] | None = None) -> list[tuple[Config, float, float]]:
+    """Time `count` configs of the subject chosen adaptively; (config, predicted us before its timing,
+    measured us) per step. `measure`: config -> us (default: the subject's measurer, on a GPU)."""
+    if not MIN_CONFIGS <= count <= MAX_CONFIGS:
+        raise AdvisorError(f"--configs {count}: give {MIN_CONFIGS} to {MAX_CONFIGS} configs to time per launch")
+    from advisor.measure.timing import MeasurementError
+
+    run = measure or subject.measurer()
+    feasible = [c for c in dict.fromkeys([subject.current, *subject.space()])
+                if config_problem(c, subject.spec, subject.precheck) is None]
+    timed: set[Config] = set()
+    out = []
+    for _attempt in range(count * 2):  # configs that fail to run do not count, up to as many again
+        if len(out) >= count:
+            break
+        candidates = [c for c in subject.predict(feasible) if c.ceiling.ctas_per_sm > 0]
+        pick = next_config(candidates, timed, subject.current, len(out))
+        if pick is None:
+            break
+        timed.add(pick.config)
+        try:
+            us = run(pick.config)
+        except MeasurementError as exc:
+            if progress:
+                progress(f"{subject.label}: {pick.config.label()} not timed ({exc})")
+            continue
+        record_timings(subject, [(pick, us)])
+        out.append((pick.config, pick.predicted_us, us))
+        if progress:
+            progress(f"{subject.label}: {pick.config.label()} predicted {pick.predicted_us:.1f} us, "
+                     f"measured {us:.1f} us")
+    return out

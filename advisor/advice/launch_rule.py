@@ -1,0 +1,202 @@
+"""How a recorded launch changes with its config, inferred from the one launch recorded: its grid, the
+size arguments padded to a tile, and the buffers sized by them.
+
+A grid axis is explained, when it can be, as a product of cdiv(size, BLOCK_X) over tile parameters
+BLOCK_X / BLOCK_SIZE_X / TILE_X of the config, times a leftover factor that does not depend on the
+config (batch, heads). A size is either an integer argument named after the tile (X, x, n_x, size_x),
+or a **padded size**: an integer argument S whose recorded value is another argument U padded for the
+tile's value t, in one of the forms host code writes it --
+
+    round_up(U, t)                  rows padded to whole tiles
+    round_up(U + k * (t - 1), t)    the worst case of k groups each padded to whole tiles
+    U + k * (t - 1),  U + k * t      the same, not rounded
+
+-- with k a size the launch carries (a tensor's dimension or an integer argument, e.g. the number of
+experts of a fused-MoE kernel: `EM` = tokens x top-k padded per expert to BLOCK_SIZE_M). A padded
+size is taken only when its name ends in the tile's letter or a tensor has it as a dimension (a buffer
+sized by it), and when it explains a grid axis. For another config, S is recomputed in its form, and
+every tensor dimension equal to S (or to cdiv(S, t)) follows, so the grid and the buffers both follow
+BLOCK_SIZE_M. Axes nothing explains keep their size (persistent grids, fixed batch axes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+from ceilings.launch import Config, Launch, TensorArg
+
+TILE_PARAM = re.compile(r"^(BLOCK|TILE)(_SIZE)?_([A-Z0-9]+)$")
+SIZE_SPELLINGS = ("{x}", "n_{x}", "size_{x}", "{x}_size", "n{x}")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _cdiv(a, b) * b
+
+
+_FORMS: dict[str, Callable[[int, int, int], int]] = {
+    "round_up(U, t)": lambda u, k, t: _round_up(u, t),
+    "round_up(U + k*(t-1), t)": lambda u, k, t: _round_up(u + k * (t - 1), t),
+    "U + k*(t-1)": lambda u, k, t: u + k * (t - 1),
+    "U + k*t": lambda u, k, t: u + k * t,
+}
+
+
+@dataclass(frozen=True)
+class PaddedSize:
+    """An integer argument `name` = form(`base` argument's value U, k, the tile parameter's value t)."""
+
+    name: str
+    tile: str
+    base: str
+    base_value: int
+    k: int
+    form: str
+
+    def value(self, config: Config) -> int:
+        return _FORMS[self.form](self.base_value, self.k, int(config[self.tile]))
+
+    def describe(self) -> str:
+        return (f"{self.name} = {self.form.replace('U', self.base).replace('k', str(self.k))} with t = "
+                f"{self.tile}")
+
+
+def _int_scalars(launch: Launch) -> dict[str, int]:
+    return {k: v for k, v in launch.scalars if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+
+
+def named_tiles(launch: Launch, spellings: Sequence[str] = SIZE_SPELLINGS) -> list[tuple[str, int]]:
+    """(tile parameter, size it tiles) pairs: BLOCK_X / BLOCK_SIZE_X / TILE_X of the config matched, case
+    ignored, to a positive integer argument of the launch spelled as one of `spellings` of X."""
+    lower = {k.lower(): v for k, v in _int_scalars(launch).items()}
+    out = []
+    for name, value in launch.config.params.items():
+        m = TILE_PARAM.match(name)
+        if not m or not isinstance(value, int) or value <= 0:
+            continue
+        x = m.group(3).lower()
+        for spelling in spellings:
+            if lower.get(spelling.format(x=x), 0) > 0:
+                out.append((name, lower[spelling.format(x=x)]))
+                break
+    return out
+
+
+def padded_sizes(launch: Launch, skip: set[str] = frozenset()) -> list[PaddedSize]:
+    """The padded size arguments of a launch (see the module docstring), one per tile parameter at most."""
+    scalars = _int_scalars(launch)
+    dims = {d for t in launch.tensors for d in t.shape if d > 1}
+    ks = sorted(dims | {v for v in scalars.values() if v > 1})
+    out = []
+    for tile, t in launch.config.params.items():
+        m = TILE_PARAM.match(tile)
+        if not m or tile in skip or not isinstance(t, int) or t <= 1:
+            continue
+        letter = m.group(3).lower()
+        candidates = []
+        for name, s0 in scalars.items():
+            if not (name.lower().endswith(letter) or s0 in dims):
+                continue
+            for base, u in scalars.items():
+                if base == name or not 0 < u < s0:
+                    continue
+                for rank, (form, fn) in enumerate(_FORMS.items()):
+                    if form == "round_up(U, t)":
+                        k = 0 if u % t and fn(u, 0, t) == s0 else None
+                    else:
+                        k = next((k for k in ks if fn(u, k, t) == s0), None)
+                    if k is not None:
+                        # A name spelled after the tile first, then the forms in their order.
+                        candidates.append(((not name.lower().endswith(letter), rank),
+                                           PaddedSize(name, tile, base, u, k, form)))
+        found = min(candidates, key=lambda c: c[0])[1] if candidates else None
+        if found is not None:
+            out.append(found)
+    return out
+
+
+@dataclass
+class LaunchRule:
+    """A launch for any config of the kernel (see the module docstring)."""
+
+    launch: Launch
+    axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]]
+    padded: list[PaddedSize]
+
+    def grid(self, config: Config) -> tuple[int, ...]:
+        return tuple(factor * math.prod(_cdiv(dim(config), int(config[name])) for name, dim in combo)
+                     for combo, factor in self.axes)
+
+    def __call__(self, config: Config) -> Launch:
+        base = self.launch
+        if not self.padded:
+            return Launch(base.source, base.kernel, self.grid(config), base.tensors, base.scalars, base.constexprs,
+                          config)
+        resize: dict[int, int] = {}
+        scalars = dict(base.scalars)
+        for p in self.padded:
+            old_t, new_t = int(base.config[p.tile]), int(config[p.tile])
+            new = p.value(config)
+            scalars[p.name] = new
+            resize[scalars_value(base, p.name)] = new
+            resize.setdefault(_cdiv(scalars_value(base, p.name), old_t), _cdiv(new, new_t))
+        tensors = tuple(_resized(t, resize) for t in base.tensors)
+        return Launch(base.source, base.kernel, self.grid(config), tensors, tuple(scalars.items()), base.constexprs,
+                      config)
+
+    def notes(self) -> list[str]:
+        return [f"for other configs, {p.describe()} (inferred from the recorded launch), with the grid and the "
+                "buffers sized by it" for p in self.padded]
+
+
+def scalars_value(launch: Launch, name: str) -> int:
+    return int(dict(launch.scalars)[name])
+
+
+def _resized(t: TensorArg, resize: dict[int, int]) -> TensorArg:
+    if not any(d in resize for d in t.shape):
+        return t
+    shape = tuple(resize.get(d, d) for d in t.shape)
+    if t.stride == TensorArg.contiguous(t.name, t.shape, t.dtype).stride:
+        stride = TensorArg.contiguous(t.name, shape, t.dtype).stride
+    else:
+        stride = t.stride
+    # Recorded contents (a routing table) belong to the recorded config's padding.
+    return dataclasses.replace(t, shape=shape, stride=stride, values=None)
+
+
+def launch_rule(launch: Launch) -> LaunchRule:
+    """The launch rule of a recorded launch: which tiles divide which grid axis, and its padded sizes."""
+    tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)]
+    padded = padded_sizes(launch, {n for n, _ in tiles})
+    tiles += [(p.tile, p.value) for p in padded]
+    axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]] = []
+    used: set[str] = set()
+    current = launch.config
+    for size in launch.grid:
+        best = None
+        free = [t for t in tiles if t[0] not in used]
+        for r in range(len(free), 0, -1):
+            for combo in combinations(free, r):
+                product = math.prod(_cdiv(dim(current), int(current[name])) for name, dim in combo)
+                if product and size % product == 0:
+                    best = (list(combo), size // product)
+                    break
+            if best:
+                break
+        if best:
+            used.update(name for name, _ in best[0])
+            axes.append(best)
+        else:
+            axes.append(([], size))
+    # A padded size that explains no grid axis is a coincidence of numbers, not a rule.
+    padded = [p for p in padded if p.tile in used]
+    return LaunchRule(launch, axes, padded)

@@ -1,0 +1,163 @@
+"""Per-kernel calibration: the configs of one kernel timed on one GPU correct the model for that kernel.
+
+The latency model is trained on other kernels; on a kernel it has never seen it is often off by a
+factor common to the kernel's configs (its efficiency level), while ranking them well. So every timing
+the advisor takes (`suggest --measure`, `advisor calibrate --kernel`, `apply --verify`, the autotune
+hook's timed configs) is kept, keyed by the kernel's source (a hash of its file and its name) and the
+GPU, in the user's cache folder ($XDG_CACHE_HOME/triton-advisor, else ~/.cache/triton-advisor;
+$TRITON_ADVISOR_CACHE overrides it), and the model's prediction for that kernel is corrected:
+
+    log(measured / ceiling)  ~  p + a + (b - 1) (p - mean p)      p: the model's log(predicted / ceiling)
+
+a per-kernel offset `a` (the mean residual, shrunk toward zero by PRIOR_WEIGHT: a normal prior on the
+offset of spread TAU against timing noise SIGMA, so one timing already moves it most of the way) and,
+from 4 points on, a slope `b` shrunk toward 1 the same way. The band becomes the residual spread of the
+measured points after correction (at least the noise), so it narrows as points come in. A config timed
+before at the same launch is predicted by its measured time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+TAU = 0.4          # spread of per-kernel offsets of kernels the model never saw (the issue's 1.5x: log 0.4)
+SIGMA = 0.1        # spread of one kernel's residuals after its offset (timing noise and model scatter)
+PRIOR_WEIGHT = (SIGMA / TAU) ** 2
+SLOPE_PRIOR_POINTS = 4.0
+Z80 = 1.2816       # the 10% / 90% points of a normal distribution
+
+
+def cache_home() -> Path:
+    if os.environ.get("TRITON_ADVISOR_CACHE"):
+        return Path(os.environ["TRITON_ADVISOR_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "triton-advisor"
+
+
+def kernel_key(source: str | os.PathLike, kernel: str) -> str:
+    """The kernel's identity across runs: its file's contents and its name (a moved file keeps it, an
+    edited one starts afresh)."""
+    digest = hashlib.sha256(Path(source).read_bytes() + b"\0" + kernel.encode()).hexdigest()[:20]
+    return f"{kernel}-{digest}"
+
+
+@dataclass
+class Point:
+    config: dict             # Config.to_dict()
+    launch: str              # which launch (its label): the same config at another shape is another point
+    ceiling_us: float
+    model_log_ratio: float   # the model's log(predicted / ceiling), before any correction
+    measured_us: float
+    date: str = ""
+
+    @property
+    def residual(self) -> float:
+        return math.log(self.measured_us / self.ceiling_us) - self.model_log_ratio
+
+
+@dataclass
+class Correction:
+    offset: float
+    slope: float
+    center: float
+    points: int
+    spread: float            # residual sd after correction (log units)
+
+    def log_ratio(self, p: np.ndarray) -> np.ndarray:
+        return p + self.offset + (self.slope - 1.0) * (p - self.center)
+
+
+def fit(points: list[Point]) -> Correction | None:
+    """The correction `points` support (module docstring); None without points."""
+    if not points:
+        return None
+    p = np.array([pt.model_log_ratio for pt in points])
+    r = np.array([math.log(pt.measured_us / pt.ceiling_us) for pt in points])
+    n = len(points)
+    offset = float((r - p).sum() / (n + PRIOR_WEIGHT))
+    slope, center = 1.0, float(p.mean())
+    if n >= 4 and p.var() > 1e-4:
+        ols = float(np.cov(p, r, bias=True)[0, 1] / p.var())
+        slope = float(np.clip(1.0 + (ols - 1.0) * n / (n + SLOPE_PRIOR_POINTS), 0.25, 2.0))
+        offset = float((r - p - (slope - 1.0) * (p - center)).sum() / (n + PRIOR_WEIGHT))
+    c = Correction(offset, slope, center, n, SIGMA)
+    resid = r - c.log_ratio(p)
+    if n >= 3:
+        c.spread = max(float(np.sqrt((resid ** 2).sum() / (n - 1))), SIGMA / 2)
+    return c
+
+
+class KernelTimings:
+    """The stored timings of one kernel on one GPU."""
+
+    def __init__(self, key: str, gpu: str, points: list[Point] | None = None, folder: Path | None = None):
+        self.key, self.gpu, self.points = key, gpu, list(points or [])
+        self.path = (folder or cache_home()) / "kernels" / _safe(gpu) / f"{key}.json"
+
+    @classmethod
+    def load(cls, source: str | os.PathLike, kernel: str, gpu: str, folder: Path | None = None) -> KernelTimings:
+        found = cls(kernel_key(source, kernel), gpu, folder=folder)
+        try:
+            data = json.loads(found.path.read_text())
+            found.points = [Point(**p) for p in data.get("points", [])]
+        except (OSError, ValueError, TypeError):  # none yet, or a damaged file: start afresh
+            found.points = []
+        return found
+
+    def add(self, config: dict, launch: str, ceiling_us: float, model_log_ratio: float, measured_us: float) -> None:
+        if not (measured_us > 0 and ceiling_us > 0 and math.isfinite(measured_us) and math.isfinite(model_log_ratio)):
+            return
+        # A config re-timed at a launch replaces its earlier timing.
+        self.points = [p for p in self.points if not (p.config == config and p.launch == launch)]
+        self.points.append(Point(dict(config), launch, float(ceiling_us), float(model_log_ratio), float(measured_us),
+                                 dt.date.today().isoformat()))
+
+    def save(self) -> Path:
+        from ceilings.files import atomic_write
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, (json.dumps({"kernel": self.key, "gpu": self.gpu,
+                                             "points": [asdict(p) for p in self.points]}, indent=1) + "\n").encode())
+        return self.path
+
+    def measured(self, config: dict, launch: str) -> float | None:
+        for p in self.points:
+            if p.config == config and p.launch == launch:
+                return p.measured_us
+        return None
+
+    def correction(self) -> Correction | None:
+        return fit(self.points)
+
+    def correct(self, ceiling_us: np.ndarray, log_mid: np.ndarray, log_lo: np.ndarray, log_hi: np.ndarray):
+        """Corrected (mid, lo, hi) in us from the model's log ratios; the model's own when no points."""
+        c = self.correction()
+        if c is None:
+            return None
+        mid = c.log_ratio(np.asarray(log_mid))
+        half = Z80 * c.spread * math.sqrt(1.0 + 1.0 / c.points)
+        # Until 3 points show the spread, the model's own band width (shifted) is kept.
+        if c.points < 3:
+            lo, hi = mid - (np.asarray(log_mid) - log_lo), mid + (np.asarray(log_hi) - log_mid)
+        else:
+            lo, hi = mid - half, mid + half
+        ratio = lambda v: np.exp(np.maximum(v, 0.0))  # noqa: E731 - a launch cannot beat its ceiling
+        return ceiling_us * ratio(mid), ceiling_us * ratio(lo), ceiling_us * ratio(hi)
+
+
+def model_log_ratios(model, ceiling_us: np.ndarray, x: np.ndarray):
+    """The model's (mid, lo, hi) as log(predicted / ceiling), its band calibrated as it is shown."""
+    mid, lo, hi = model.predict_us(ceiling_us, x)
+    return np.log(mid / ceiling_us), np.log(lo / ceiling_us), np.log(hi / ceiling_us)
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)

@@ -1,0 +1,177 @@
+"""The search over a kernel the advisor has no model of: operand tiles sized by what the dots read, grid
+and buffers that follow every tile (padded size arguments too), a global search that stays inside the
+kernel's space, and the trace's GPU honoured by every command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.advice.config_space import around, config_distance, guided_pick
+from advisor.advice.launch_rule import launch_rule
+from advisor.advice.operands import dot_operand_args, operand_element_bytes
+from advisor.advice.subjects import LaunchSubject, tile_precheck
+from advisor.cli import main
+from ceilings.compile import load_kernel
+from ceilings.hardware import get_spec, resolve_gpu
+from ceilings.launch import Config, Launch
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+H100 = get_spec("h100")
+
+
+def moe_launch() -> Launch:
+    """A bf16 fused-MoE GEMM launch whose routing weights are float32 (as the serving engines pass them)."""
+    from advisor.capture.trace import read_trace
+
+    return read_trace(FIXTURES / "moe_mma_sync_launch.json").launches[0]
+
+
+# ------------------------------------------------------------------------------ operand tiles
+
+def test_moe_tiles_are_sized_by_the_dot_operands_not_the_float32_router_weights():
+    launch = moe_launch()
+    assert {t.dtype for t in launch.tensors} >= {"bfloat16", "float32"}
+    fn = load_kernel(launch.source, launch.kernel)
+    assert {"a_ptr", "b_ptr"} <= dot_operand_args(fn) and "topk_weights_ptr" not in dot_operand_args(fn)
+    assert operand_element_bytes(launch, fn) == 2
+    config = launch.config.replace(BLOCK_SIZE_M=64, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128, num_stages=4)
+    # Sized at 4 B (the largest element among all tensors) the tiles would not fit: the issue's refusal.
+    assert "294912 B" in tile_precheck(config, H100, 4)
+    subject = LaunchSubject(launch, resolve_gpu("h100"))
+    assert subject.precheck(config) is None
+
+
+def test_dot_operands_follow_loads_to_their_base_pointer(tmp_path):
+    src = tmp_path / "gathered.py"
+    src.write_text('''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gathered_kernel(a_ptr, b_ptr, idx_ptr, w_ptr, c_ptr, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr):
+    rows = tl.load(idx_ptr + tl.arange(0, BLOCK_M))
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rows[:, None] * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for _ in range(0, K, BLOCK_K):
+        a = tl.load(a_ptrs)
+        b = tl.load(b_ptrs)
+        acc = tl.dot(a, b.to(tl.float16), acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * BLOCK_N
+    w = tl.load(w_ptr + rows)
+    tl.store(c_ptr + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :], acc * w[:, None])
+''')
+    fn = load_kernel(src, "gathered_kernel")
+    assert dot_operand_args(fn) == {"a_ptr", "b_ptr"}  # not the int32 index nor the float32 weights
+
+
+def test_a_kernel_without_matrix_products_has_no_operand_tiles():
+    from advisor.capture.trace import read_trace
+
+    fn = load_kernel(FIXTURES / "styles" / "tut02_fused_softmax.py", "softmax_kernel")
+    assert dot_operand_args(fn) == set()
+    launch = read_trace(FIXTURES / "matmul_launch.json").launches[0]
+    assert operand_element_bytes(launch, fn) is None
+
+
+# ------------------------------------------------------------------------------ grid and buffers
+
+def test_a_padded_size_argument_follows_block_size_m_with_its_grid_and_buffers():
+    launch = moe_launch()
+    rule = launch_rule(launch)
+    assert [p.name for p in rule.padded] == ["EM"]
+    assert rule(launch.config).grid == launch.grid  # the recorded launch is reproduced
+    m64 = rule(launch.config.replace(BLOCK_SIZE_M=64))
+    em = dict(m64.scalars)["EM"]
+    # 2048 token-expert pairs over 8 experts, each padded to whole 64-row tiles at worst.
+    assert em == 2048 + 8 * 64
+    assert m64.grid == (-(-em // 64) * -(-14336 // 64),)
+    assert m64.tensor("sorted_token_ids_ptr").shape == (em,)
+    assert m64.tensor("expert_ids_ptr").shape == (em // 64,)
+    assert m64.tensor("a_ptr").shape == launch.tensor("a_ptr").shape  # the inputs do not change
+    # BLOCK_SIZE_N still divides the other factor of the same axis.
+    assert rule.grid(launch.config.replace(BLOCK_SIZE_N=128)) == (136 * 112,)
+
+
+def test_a_named_size_needs_no_padding_rule():
+    from advisor.capture.trace import read_trace
+
+    launch = read_trace(FIXTURES / "matmul_launch.json").launches[0]
+    rule = launch_rule(launch)
+    assert rule.padded == [] and rule(launch.config) == launch
+
+
+# ------------------------------------------------------------------------------ the space
+
+def test_the_default_space_moves_several_knobs_at_once():
+    current = Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 4, 3)
+    space = around(current)
+    assert space[0] == current
+    assert max(config_distance(c, current) for c in space) >= 3
+    assert current.replace(BLOCK_M=128, BLOCK_K=64, num_warps=8) in space
+
+
+def test_guided_pick_finds_a_best_config_three_knobs_away_within_budget():
+    current = Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 4, 3)
+    space = around(current)
+    best = current.replace(BLOCK_M=128, BLOCK_K=64, num_warps=8)
+    calls = []
+
+    def predict(configs):
+        calls.append(len(configs))
+        return [10.0 + config_distance(c, best) for c in configs]  # a smooth landscape, best far from current
+
+    picked = guided_pick(space, current, 24, predict)
+    assert len(picked) <= 24 and sum(calls) <= 24
+    assert best in picked
+    assert set(picked) <= set(space)
+
+
+def test_the_search_never_proposes_values_outside_a_declared_space(monkeypatch):
+    from advisor.capture.trace import read_trace
+
+    launch = read_trace(FIXTURES / "matmul_launch.json").launches[0]
+    declared = [launch.config.replace(BLOCK_M=m, BLOCK_N=n, num_warps=w, num_stages=s)
+                for m in (64, 128) for n in (64, 128, 256) for w in (4, 8) for s in (3, 4)]
+    subject = LaunchSubject(launch, resolve_gpu("h100"), space=declared)
+    monkeypatch.setattr(LaunchSubject, "max_configs", 6)
+    monkeypatch.setattr(subject, "_predicted_us", lambda configs: [1.0 / c["BLOCK_N"] + c.num_warps for c in configs])
+    space = subject.space()
+    assert len(space) <= 6 and set(space) <= set(declared)
+    assert all(c.num_warps in (4, 8) and c.num_stages in (3, 4) for c in space)
+    assert any(c["BLOCK_N"] == 256 and c.num_warps == 4 for c in space)  # the guide's best is reached
+
+
+# ------------------------------------------------------------------------------ the trace's GPU
+
+@pytest.mark.parametrize("command", ["ceiling", "predict"])
+def test_ceiling_and_predict_take_the_gpu_the_trace_names(command, tmp_path, capsys):
+    launch = json.loads((FIXTURES / "matmul_launch.json").read_text())
+    launch["source"] = str((FIXTURES / launch["source"]).resolve()) if not Path(launch["source"]).is_absolute() \
+        else launch["source"]
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"format": "triton-advisor-trace", "version": 1, "gpu": "NVIDIA H200",
+                                 "launches": [launch]}))
+    assert main([command, str(trace), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gpu"] == "NVIDIA H200"
+    assert main([command, str(trace), "--format", "json", "--gpu", "h100"]) == 0
+    assert json.loads(capsys.readouterr().out)["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_a_captured_call_is_re_run_per_config_so_its_grid_function_sees_the_config():
+    from advisor.advice.suggest import subjects_for
+
+    path = FIXTURES / "styles" / "tut01_vector_add.py"
+    (subject,) = subjects_for(str(path), call="add(randn(98432, f32), randn(98432, f32))", gpu=resolve_gpu("h100"))
+    assert subject.current["BLOCK_SIZE"] == 1024 and subject.launch.grid == (97,)
+    other = subject.current.replace(BLOCK_SIZE=256)
+    assert subject.rule(other).grid == (97,)  # BLOCK_SIZE names no size: the rule alone cannot follow it
+    assert subject.launch_for(other).grid == (-(-98432 // 256),)  # the host code's grid lambda does
+    assert subject.launch_for(other.replace(num_warps=8)).config.num_warps == 8

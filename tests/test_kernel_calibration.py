@@ -1,0 +1,153 @@
+"""Per-kernel calibration on CPU with synthetic timings: a model off by a constant factor for one kernel is
+corrected by a few timings of that kernel, stored per kernel source and GPU, and the adaptive sweep
+chooses what to time."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from advisor.advice.kernel_sweep import sweep
+from advisor.advice.search import predict_candidates
+from advisor.advice.subjects import FamilySubject
+from advisor.model import kernel_calibration as kc
+from ceilings.errors import AdvisorError
+from ceilings.hardware import resolve_gpu
+from kernels.family import families
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_ADVISOR_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def softmax_subject() -> FamilySubject:
+    family = next(f for f in families() if f.kernel == "softmax_kernel")
+    return FamilySubject(family, family.read_shape("8192,4096"), resolve_gpu("h100"))
+
+
+def test_a_constant_offset_is_learned_from_three_points():
+    rng = np.random.default_rng(0)
+    points = [kc.Point({"BLOCK": b}, "L", 10.0, float(p), 10.0 * math.exp(p) * 1.5, "")
+              for b, p in zip((1, 2, 3), rng.uniform(0.1, 1.0, 3), strict=True)]
+    c = kc.fit(points)
+    others = rng.uniform(0.1, 1.0, 20)
+    predicted = 10.0 * np.exp(c.log_ratio(others))
+    truth = 10.0 * np.exp(others) * 1.5
+    assert np.abs(predicted / truth - 1).max() < 0.03
+    assert kc.fit(points[:1]).offset < math.log(1.5)  # one point moves it most of the way, not all
+    assert kc.fit([]) is None
+
+
+def test_a_slope_is_learned_from_four_points_and_shrunk():
+    p = np.array([0.2, 0.5, 0.8, 1.1, 1.4])
+    points = [kc.Point({"i": i}, "L", 1.0, float(v), float(math.exp(2 * v)), "") for i, v in enumerate(p)]
+    c = kc.fit(points)
+    assert 1.0 < c.slope < 2.0
+
+
+def test_timings_are_kept_per_kernel_source_and_gpu(cache, tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text("# a kernel\n")
+    t = kc.KernelTimings.load(src, "k", "NVIDIA H100 80GB HBM3")
+    t.add({"BLOCK": 64, "num_warps": 4, "num_stages": 3}, "launch A", 10.0, 0.2, 15.0)
+    t.add({"BLOCK": 64, "num_warps": 4, "num_stages": 3}, "launch A", 10.0, 0.2, 14.0)  # re-timed: replaced
+    path = t.save()
+    assert path.is_relative_to(cache)
+    again = kc.KernelTimings.load(src, "k", "NVIDIA H100 80GB HBM3")
+    assert len(again.points) == 1 and again.measured({"BLOCK": 64, "num_warps": 4, "num_stages": 3}, "launch A") == 14
+    assert kc.KernelTimings.load(src, "k", "NVIDIA H200").points == []  # another GPU
+    src.write_text("# a kernel, edited\n")
+    assert kc.KernelTimings.load(src, "k", "NVIDIA H100 80GB HBM3").points == []  # another source
+
+
+def test_cache_folder_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv("TRITON_ADVISOR_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert kc.cache_home() == tmp_path / "triton-advisor"
+
+
+def test_three_chosen_timings_correct_the_kernels_other_configs(cache):
+    subject = softmax_subject()
+    configs = list(dict.fromkeys([subject.current, *subject.space()[:40]]))
+    model_view = {c.config: c.predicted_us for c in predict_candidates(subject, configs)}
+    # The kernel runs 1.5x slower than the model predicts, config for config.
+    truth = {c: 1.5 * us for c, us in model_view.items()}
+    subject.space = lambda: configs
+    steps = sweep(subject, 3, measure=lambda c: truth[c])
+    assert len(steps) == 3 and steps[0][0] == subject.current  # the current config is timed first
+    assert len({c for c, _, _ in steps}) == 3
+    after = predict_candidates(subject, configs)
+    timed = {c for c, _, _ in steps}
+    errors = [abs(c.predicted_us / truth[c.config] - 1) for c in after if c.config not in timed]
+    assert max(errors) < 0.03
+    assert any("timings of this kernel" in n for n in after[0].notes)
+    # A timed config is predicted by its measured time.
+    first = next(c for c in after if c.config == steps[0][0])
+    assert first.predicted_us == pytest.approx(steps[0][2])
+
+
+def test_the_sweep_alternates_fastest_and_least_certain(cache):
+    from advisor.advice.kernel_sweep import next_config
+    from advisor.advice.search import Candidate
+    from ceilings.launch import Config
+
+    def cand(i, us, lo, hi):
+        return Candidate(Config({"B": i}), None, us, (lo, hi))
+
+    cands = [cand(0, 10, 9, 11), cand(1, 5, 4.9, 5.1), cand(2, 8, 2, 30)]
+    current = Config({"B": 0})
+    assert next_config(cands, set(), current, 0).config == current
+    assert next_config(cands, {current}, current, 1).config == Config({"B": 1})
+    assert next_config(cands, {current, Config({"B": 1})}, current, 2).config == Config({"B": 2})
+    assert next_config(cands, {c.config for c in cands}, current, 3) is None
+
+
+def test_sweep_refuses_a_count_outside_3_to_8(cache):
+    with pytest.raises(AdvisorError, match="3 to 8"):
+        sweep(softmax_subject(), 2, measure=lambda c: 1.0)
+
+
+def test_calibrate_kernel_needs_its_launches(capsys):
+    from advisor.cli import main
+
+    assert main(["calibrate", "--kernel", "tests/fixtures/styles/tut03_matmul.py"]) == 2
+    assert "--call" in capsys.readouterr().err
+
+
+def test_the_autotune_hook_keeps_the_times_the_autotuner_measured(cache):
+    from types import SimpleNamespace
+
+    from advisor.advice.autotune import Pruner
+    from advisor.advice.search import kernel_timings
+
+    subject = softmax_subject()
+    configs = list(dict.fromkeys([subject.current, *subject.space()[:3]]))
+    candidates = predict_candidates(subject, configs)
+    tuner = SimpleNamespace(configs_timings={c.config.to_triton(): [0.002 * (i + 1), 0.001, 0.003]
+                                             for i, c in enumerate(candidates)})
+    pruner = Pruner(2)
+    pruner._pending = (tuner, {"subject": subject, "candidates": candidates})
+    pruner.record_timed()
+    stored = kernel_timings(subject)
+    assert len(stored.points) == len(candidates)
+    assert stored.measured(candidates[1].config.to_dict(), subject.label) == pytest.approx(4.0)
+    assert pruner._pending is None
+
+
+def test_untimed_configs_are_re_ranked_with_the_new_timings(cache):
+    from advisor.advice.search import record_timings, rerank_untimed
+
+    subject = softmax_subject()
+    configs = list(dict.fromkeys([subject.current, *subject.space()[:40]]))
+    cands = sorted(predict_candidates(subject, configs), key=lambda c: c.predicted_us)
+    slow = cands[-3:]  # the three predicted slowest are timed: 1.5x the model, as the kernel really runs
+    for c in slow:
+        c.measured_us = 1.5 * c.predicted_us
+    record_timings(subject, [(c, c.measured_us) for c in slow])
+    notes = rerank_untimed(subject, [c.config for c in cands[:-3]], slow)
+    assert notes and cands[0].config.label() in notes[0] and "3 timings" in notes[0]
+    assert rerank_untimed(subject, [], slow) == []
