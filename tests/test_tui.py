@@ -51,7 +51,7 @@ def shared_advice(monkeypatch):
 
     real = launches.advise_one
 
-    def advise_one(subject, top_k=5, confirm=True):
+    def advise_one(subject, top_k=5, confirm=True, progress=None):  # memoised: progress is not replayed
         loc = subject.location
         key = (subject.label, subject.spec.name, loc and (loc.path, loc.line), top_k, confirm,
                loc and loc.path.endswith(".json") and Path(loc.path).read_bytes())

@@ -21,6 +21,7 @@ the lock that runs one computation at a time -- and splitting them would spread 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from pathlib import Path
 
@@ -337,11 +338,13 @@ class AdvisorApp(App[int]):
                     if (subject.kernel, gpu) not in self.prediction_notes:
                         self.prediction_notes[(subject.kernel, gpu)] = await self._call(L.prediction_notes, subject)
                     # The ranking by prediction first, shown at once; the finalists' compiles come after.
-                    ranked = await self._call(L.advise_one, subject, self.top_k, confirm=False)
+                    ranked = await self._call(L.advise_one, subject, self.top_k, confirm=False,
+                                              progress=self._compile_progress)
                     self._advice_ready(ref, gpu, gen, ranked, not self.confirm)
                 if not self.confirm or gen != self.generation:
                     return
-                confirmed = await self._call(L.advise_one, ranked.subject, self.top_k, confirm=True)
+                confirmed = await self._call(L.advise_one, ranked.subject, self.top_k, confirm=True,
+                                             progress=self._compile_progress)
             except Exception as exc:
                 self._job_failed(gen, f"{ref.label}: {_message(exc)}")
                 return
@@ -559,6 +562,12 @@ class AdvisorApp(App[int]):
                 self._measure_done(ref, gpu, None, _message(exc), True)
                 return
         self._measure_done(ref, gpu, measured, None)
+
+    def _compile_progress(self, done: int, total: int, what: str) -> None:
+        """The candidates' compiles (advisor.advice.compile_pool), told from the advisor's thread: shown on
+        the status line as they finish."""
+        with contextlib.suppress(Exception):  # the app may be closing; a progress line is not worth a crash
+            self.call_from_thread(self.query_one("#status", StatusLine).update, f"{what}: {done}/{total}")
 
     def _measured_one(self, n: int) -> None:
         self.query_one("#progress", MeasureProgress).update(progress=n)

@@ -363,10 +363,11 @@ def prediction_notes(subject) -> list[str]:
     return [n for n in current.notes if is_outside_note(n)]
 
 
-def advise_one(subject, top_k: int = 5, confirm: bool = True):
+def advise_one(subject, top_k: int = 5, confirm: bool = True, progress=None):
+    """`advise` of one subject; `progress(done, total, what)` is told of the candidates' compiles."""
     from advisor.advice.suggest import advise
 
-    return advise([subject], top_k=top_k, confirm=confirm)[0]
+    return advise([subject], top_k=top_k, confirm=confirm, progress=progress)[0]
 
 
 def measure_advice(subject, top_k: int, confirm: bool, on_timed: Callable[[int], None] | None = None,
