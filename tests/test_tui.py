@@ -800,6 +800,11 @@ def test_snapshot_gemm_main_screen(isolated_home):
         await choose_first(pilot)
         app.clear_notifications()
         await pilot.pause()
+        source = app.query_one("#source-panel")
+        for _ in range(50):  # the source scrolls to the kernel after its layout: wait for it, not a race
+            if source.top_line and source.scroll_y == source.top_line - 1:
+                break
+            await pilot.pause(0.05)
         _check_snapshot(app, "tui_gemm_100x30")
 
     drive(app, scenario)
