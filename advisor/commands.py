@@ -24,6 +24,22 @@ def gpu_device_name(name: str) -> str:
     return GPU_ALIASES.get(name.strip().lower(), name.strip())
 
 
+
+def _command_gpu(args):
+    """The GPU of the ceiling, predict and diagnose commands: --gpu, else the trace's, else the H100."""
+    from ceilings.hardware import resolve_gpu
+
+    return resolve_gpu(gpu_device_name(args.gpu) if args.gpu else _trace_gpu(args) or "h100",
+                       calibrated=not args.no_calibration)
+
+
+def _require_preset_and_tokens(args, example_tokens: int) -> None:
+    """The fused-MoE kernel's launch is named by a model preset and a token count: both are needed."""
+    missing = [opt for opt, value in (("--preset", args.preset), ("--tokens", args.tokens)) if value is None]
+    if missing:
+        raise AdvisorError(f"{args.target} is the fused-MoE kernel: give {' and '.join(missing)} "
+                           f"(e.g. --preset mixtral-8x7b --tokens {example_tokens})")
+
 def cmd_presets(args) -> int:
     from kernels.moe_presets import PRESETS, TP_SIZES
 
@@ -163,18 +179,13 @@ def _ceilings(args):
     """(ceilings, their titles, the GPU) of the ceiling and predict commands."""
     from advisor.advice import ceiling as ceil
     from advisor.advice import moe
-    from ceilings.hardware import resolve_gpu
     from kernels.family import family_of_file
 
-    gpu = resolve_gpu(gpu_device_name(args.gpu) if args.gpu else _trace_gpu(args) or "h100",
-                      calibrated=not args.no_calibration)
+    gpu = _command_gpu(args)
     family = family_of_file(args.target) if args.target.endswith(".py") else None
     config = ceil.parse_config(args.config, family) if args.config else None
     if family is not None and moe.is_layer_kernel(args.target):
-        missing = [opt for opt, value in (("--preset", args.preset), ("--tokens", args.tokens)) if value is None]
-        if missing:
-            raise AdvisorError(f"{args.target} is the fused-MoE kernel: give {' and '.join(missing)} "
-                               "(e.g. --preset mixtral-8x7b --tokens 256)")
+        _require_preset_and_tokens(args, 256)
         results = [moe.gemm_ceiling(args.preset, args.tokens, args.tp, args.gemm, gpu, config,
                                     compile_kernel=args.compile)]
         titles = [f"{family.kernel} GEMM{args.gemm}, {args.preset} TP{args.tp}, M={args.tokens}, "
@@ -257,10 +268,7 @@ def _diagnose_subjects(args, gpu):
     family = family_of_file(args.target) if args.target.endswith(".py") else None
     config = ceil.parse_config(args.config, family) if args.config else None
     if family is not None and moe.is_layer_kernel(args.target):
-        missing = [opt for opt, value in (("--preset", args.preset), ("--tokens", args.tokens)) if value is None]
-        if missing:
-            raise AdvisorError(f"{args.target} is the fused-MoE kernel: give {' and '.join(missing)} "
-                               "(e.g. --preset mixtral-8x7b --tokens 1024)")
+        _require_preset_and_tokens(args, 1024)
         return [moe.gemm_subject(args.preset, args.tokens, args.tp, args.gemm, gpu, config)], config
     if family is not None and family.read_shape is not None:
         if not args.shape:
@@ -280,7 +288,6 @@ def cmd_diagnose(args) -> int:
     import math
 
     from advisor.advice.diagnose import diagnose, render_lines
-    from ceilings.hardware import resolve_gpu
 
     if args.measured is not None and not (math.isfinite(args.measured) and args.measured > 0):
         raise AdvisorError(f"--measured {args.measured}: give the launch's time in microseconds, e.g. --measured 518")
@@ -292,8 +299,7 @@ def cmd_diagnose(args) -> int:
         if not torch.cuda.is_available():
             raise AdvisorError("--measure times the launch on a GPU and torch sees none; give --measured US (a time "
                                "measured elsewhere), or drop it for the predicted time")
-    gpu = resolve_gpu(gpu_device_name(args.gpu) if args.gpu else _trace_gpu(args) or "h100",
-                      calibrated=not args.no_calibration)  # the trace's GPU unless --gpu names one
+    gpu = _command_gpu(args)
     subjects, config = _diagnose_subjects(args, gpu)
     if args.measured is not None and len(subjects) > 1:
         raise AdvisorError(f"{args.target} has {len(subjects)} launches and --measured is one time; pick one with "
