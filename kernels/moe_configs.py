@@ -75,12 +75,16 @@ class ConfigTable:
         return obj
 
 
-def parse_config_text(text: str, where: str = "config file") -> ConfigTable:
+def _json_object(text: str, where: str, fix: str) -> Any:
+    """The parsed JSON of a config file or its side file, or one line naming the file, the error and the fix."""
     try:
-        obj = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AdvisorError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno}); fix or regenerate "
-                           "the file") from None
+        raise AdvisorError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno}); {fix}") from None
+
+
+def parse_config_text(text: str, where: str = "config file") -> ConfigTable:
+    obj = _json_object(text, where, "fix or regenerate the file")
     if not isinstance(obj, dict):
         raise AdvisorError(f"{where}: top level must be an object of token count -> config")
     configs: dict[int, Config] = {}
@@ -170,11 +174,7 @@ class ConfigMeta:
 
 
 def parse_config_meta(text: str, where: str = "config side file") -> ConfigMeta:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AdvisorError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno}); fix or delete the side "
-                           "file (the config file beside it does not need it)") from None
+    obj = _json_object(text, where, "fix or delete the side file (the config file beside it does not need it)")
     if not isinstance(obj, dict) or not isinstance(obj.get("device_name"), str):
         raise AdvisorError(f"{where}: expected an object with a \"device_name\"; fix or delete the side file")
     measured: dict[int, MeasuredEntry] = {}
