@@ -12,11 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-import os
 import re
-import shutil
-import subprocess
-import sys
 import threading
 import time
 
@@ -25,7 +21,6 @@ from test_tui import (
     FIXTURES,
     GEMM,
     MATMUL_LAUNCH,
-    ROOT,
     _check_snapshot,
     drive,
     hint,
@@ -35,6 +30,7 @@ from test_tui import (
     settle,
     tree_leaves,
 )
+from tmux_helpers import TmuxSession, advisor_tui, needs_tmux
 
 TUT03 = FIXTURES / "styles" / "tut03_matmul.py"
 CALL = "matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))"
@@ -276,6 +272,59 @@ def test_the_footer_shows_the_forms_keys_and_toasts_wait_while_a_dialog_is_open(
 
 # -------------------------------------------------------------------------------------- responsive
 
+def test_the_compile_bar_counts_the_candidates_compiles_and_goes_when_they_end(monkeypatch):
+    """The advisor's progress callback (one call per finished compile, as advisor.advice.compile_pool makes
+    them) drives a progress bar beside the status line: it appears with the first report, counts "k of n
+    compiled" up to n of n, and is gone once the advice is shown."""
+    from tui import launches
+
+    total, at_the_end, release = 6, threading.Event(), threading.Event()
+    real = launches.advise_one
+
+    def compiling_advise(subject, top_k=5, confirm=True, progress=None):
+        what = f"compiling {total} configs of {subject.kernel} for sm_90"
+        for done in range(total + 1):
+            progress(done, total, what)
+            time.sleep(0.25)  # a compile, long enough for the screen to show each count
+        at_the_end.set()
+        release.wait(30)
+        return real(subject, top_k, confirm=False)
+
+    monkeypatch.setattr(launches, "advise_one", compiling_advise)
+    app = make_app(GEMM, shapes=["4096,4096,4096"])
+
+    async def main():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            bar = app.query_one("#compiling")
+            assert not bar.display or not bar.has_class("running")
+            await pilot.press("enter")
+            seen = set()
+            end = time.monotonic() + 30
+            while not at_the_end.is_set():
+                assert time.monotonic() < end, app.notices
+                await pilot.pause(0.02)
+                if bar.has_class("running"):
+                    seen.add(bar.count)
+            await pilot.pause(0.1)
+            screen = screen_text(app)
+            assert bar.has_class("running") and bar.region.width > 0
+            assert f"{total} of {total} compiled" in screen, screen
+            assert f"compiling {total} configs of gemm_kernel for sm_90" in screen  # the status line says what
+            assert bar.progress == bar.total == total
+            assert len(seen) >= 2, seen  # it counted up, not only the last
+            release.set()
+            await wait_until_shown(pilot)
+            await settle(pilot)
+            assert not bar.has_class("running") and not bar.region.width
+            assert "compiled" not in screen_text(app)
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+
+
 @pytest.mark.parametrize("key", ["q", "ctrl+c"])
 def test_leaving_during_a_computation_takes_under_a_second(monkeypatch, key):
     """The first ranking shows while the finalists' compile (a slow fake) runs; q or ctrl+c then leaves at
@@ -339,42 +388,18 @@ def test_snapshot_tutorial_matmul_from_a_call(size, monkeypatch, tmp_path):
 
 # ----------------------------------------------------------------------------------------------- tmux
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+@needs_tmux
 def test_real_program_in_tmux_from_opening_to_a_ranked_table(tmp_path):
-    session = f"advisor-tui-files-{os.getpid()}"
-    socket = str(tmp_path / "tmux.sock")
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TMUX")}
-    env.update(TERM="xterm-256color", PYTHONPATH=str(ROOT))
-
-    def tmux(*args: str) -> str:
-        return subprocess.run(["tmux", "-S", socket, *args], capture_output=True, text=True, env=env, check=True,
-                              timeout=30).stdout
-
-    def wait_for(pattern: str, timeout: float = 120) -> str:
-        end = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < end:
-            screen = tmux("capture-pane", "-p", "-t", session)
-            if re.search(pattern, screen):
-                return screen
-            time.sleep(0.3)
-        pytest.fail(f"{pattern!r} did not appear; the screen:\n{screen}")
-
-    command = " ".join(f"'{a}'" for a in [sys.executable, "-m", "tui.entry", "tui", str(TUT03), "--no-confirm"])
-    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "36", "-c", str(ROOT),
-         f"{command}; echo EXIT=$?; sleep 30")
-    try:
-        screen = wait_for(r"type a call of matmul")
+    with TmuxSession(tmp_path, "advisor-tui-files", advisor_tui(str(TUT03), "--no-confirm"), (120, 36)) as tui:
+        screen = tui.wait_for(r"type a call of matmul")
         assert "matmul_kernel" in screen and "Launches" in screen
-        tmux("send-keys", "-t", session, "Tab")  # from the launches to the form
-        screen = wait_for(r"Add launch")
-        tmux("send-keys", "-t", session, "-l", CALL)
-        tmux("send-keys", "-t", session, "Enter")
-        screen = wait_for(r"cur\s+M128 N256 K64 G8 w8 s3")
+        tui.keys("Tab")  # from the launches to the form
+        screen = tui.wait_for(r"Add launch")
+        tui.keys(CALL, literal=True)
+        tui.keys("Enter")
+        screen = tui.wait_for(r"cur\s+M128 N256 K64 G8 w8 s3")
         assert "#1 a[4096,4096]" in screen and "speed-up" in screen and "Ceiling · " in screen
         assert re.search(r"\n│?\s*1\s+M\d+ N\d+ K\d+", screen) or re.search(r"│ 1\s+M", screen)
-        tmux("send-keys", "-t", session, "q")
-        screen = wait_for(r"EXIT=\d")
+        tui.keys("q")
+        screen = tui.wait_for(r"EXIT=\d")
         assert "EXIT=0" in screen
-    finally:
-        subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, env=env)

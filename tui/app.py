@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from pathlib import Path
 
@@ -39,7 +40,16 @@ from tui import launches as L
 from tui.background import Running, off_thread
 from tui.figures import speedup
 from tui.screens import ApplyScreen, ExplainScreen, GpuScreen, HelpScreen
-from tui.widgets import CeilingView, LaunchForm, LaunchList, MeasureProgress, SourceView, StatusLine, SuggestionTable
+from tui.widgets import (
+    CeilingView,
+    CompileProgress,
+    LaunchForm,
+    LaunchList,
+    MeasureProgress,
+    SourceView,
+    StatusLine,
+    SuggestionTable,
+)
 
 MAIN_ACTIONS = {"apply", "measure", "gpu", "sort", "toggle_source", "help", "cancel"}
 NARROW = 96   # below this width the source panel gives way (`v` brings it back)
@@ -112,6 +122,7 @@ class AdvisorApp(App[int]):
         with Vertical(id="bottom"):
             with Horizontal(id="statusbar"):
                 yield StatusLine("", id="status")
+                yield CompileProgress(id="compiling")
                 yield MeasureProgress(id="progress", show_eta=False)
             yield Static("", id="why")
             yield SuggestionTable(id="table", cursor_type="row", zebra_stripes=True)
@@ -338,17 +349,27 @@ class AdvisorApp(App[int]):
                     if (subject.kernel, gpu) not in self.prediction_notes:
                         self.prediction_notes[(subject.kernel, gpu)] = await self._call(L.prediction_notes, subject)
                     # The ranking by prediction first, shown at once; the finalists' compiles come after.
-                    ranked = await self._call(L.advise_one, subject, self.top_k, confirm=False,
-                                              progress=self._compile_progress)
+                    # While ranking, the status line says what compiles; while confirming it keeps the
+                    # ranking's summary ("confirming…") and the bar alone counts the compiles.
+                    ranked = await self._compiling(L.advise_one, subject, self.top_k, confirm=False,
+                                                   progress=functools.partial(self._compile_progress, say=True))
                     self._advice_ready(ref, gpu, gen, ranked, not self.confirm)
                 if not self.confirm or gen != self.generation:
                     return
-                confirmed = await self._call(L.advise_one, ranked.subject, self.top_k, confirm=True,
-                                             progress=self._compile_progress)
+                confirmed = await self._compiling(L.advise_one, ranked.subject, self.top_k, confirm=True,
+                                                  progress=self._compile_progress)
             except Exception as exc:
                 self._job_failed(gen, f"{ref.label}: {_message(exc)}")
                 return
             self._advice_ready(ref, gpu, gen, confirmed, True)
+
+    async def _compiling(self, fn, *args, **kwargs):
+        """An advisor call whose compiles report to the compile bar (`progress`); the bar goes when it ends."""
+        try:
+            return await self._call(fn, *args, **kwargs)
+        finally:
+            with contextlib.suppress(Exception):  # the app may be closing
+                self.query_one("#compiling", CompileProgress).hide()
 
     def _advice_ready(self, ref, gpu, gen, advice, confirmed: bool) -> None:
         old = self.cache.get((ref.key, gpu))
@@ -563,11 +584,16 @@ class AdvisorApp(App[int]):
                 return
         self._measure_done(ref, gpu, measured, None)
 
-    def _compile_progress(self, done: int, total: int, what: str) -> None:
-        """The candidates' compiles (advisor.advice.compile_pool), told from the advisor's thread: shown on
-        the status line as they finish."""
-        with contextlib.suppress(Exception):  # the app may be closing; a progress line is not worth a crash
-            self.call_from_thread(self.query_one("#status", StatusLine).update, f"{what}: {done}/{total}")
+    def _compile_progress(self, done: int, total: int, what: str, say: bool = False) -> None:
+        """The candidates' compiles (advisor.advice.compile_pool), told from the advisor's thread: counted on
+        the compile bar as they finish, and with `say` what compiles written on the status line."""
+        with contextlib.suppress(Exception):  # the app may be closing; a progress bar is not worth a crash
+            self.call_from_thread(self._show_compiles, done, total, what if say else None)
+
+    def _show_compiles(self, done: int, total: int, what: str | None) -> None:
+        self.query_one("#compiling", CompileProgress).show(done, total)
+        if what:
+            self.query_one("#status", StatusLine).update(f"{what}…")
 
     def _measured_one(self, n: int) -> None:
         self.query_one("#progress", MeasureProgress).update(progress=n)
