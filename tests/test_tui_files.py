@@ -403,3 +403,25 @@ def test_real_program_in_tmux_from_opening_to_a_ranked_table(tmp_path):
         tui.keys("q")
         screen = tui.wait_for(r"EXIT=\d")
         assert "EXIT=0" in screen
+
+
+@needs_tmux
+def test_real_program_leaves_within_a_second_during_a_cold_compile(tmp_path):
+    """The real program, an empty compile cache: `q` while the compile bar counts the candidates' compiles
+    ends the process (and the compiler processes it started) in under a second."""
+    command = ["env", f"TRITON_ADVISOR_HOME={tmp_path / 'home'}", f"TRITON_CACHE_DIR={tmp_path / 'triton'}",
+               *advisor_tui(str(TUT03))]
+    with TmuxSession(tmp_path, "advisor-tui-leave", command, (120, 36)) as tui:
+        tui.wait_for(r"type a call of matmul")
+        tui.keys("Tab")
+        tui.wait_for(r"Add launch")
+        tui.keys(CALL, literal=True)
+        tui.keys("Enter")
+        screen = tui.wait_for(r"\d+ of \d+ compiled", poll=0.1)
+        assert re.search(r"compiling \d+ configs? of matmul_kernel for sm_90", screen), screen
+        tui.keys("q")
+        pressed = time.monotonic()
+        screen = tui.wait_for(r"EXIT=\d", timeout=30, poll=0.05)
+        took = time.monotonic() - pressed
+        assert "EXIT=0" in screen
+        assert took < 1.0, f"took {took:.2f} s to leave"
