@@ -17,6 +17,7 @@ import threading
 import time
 
 import pytest
+from test_kernel_files import FILES as STYLE_FILES
 from test_tui import (
     FIXTURES,
     GEMM,
@@ -108,6 +109,27 @@ def test_a_call_typed_in_the_form_is_captured_listed_and_ranked():
         assert labels[0].startswith("#1 ") and labels[1].startswith("#2 a[512,512]")
 
     drive(app, scenario)
+
+
+@pytest.mark.parametrize("name", sorted(STYLE_FILES))
+def test_each_style_of_kernel_file_opens_and_ranks_the_configs_of_a_typed_call(name):
+    """Every fixture of tests/fixtures/styles/ (tutorials 01-06, Liger, FlagGems), as a user opens it: its
+    kernels listed, the call of test_kernel_files typed in the form, its launch captured and ranked."""
+    kernels, call, launching, _ = STYLE_FILES[name]
+    app = make_app(FIXTURES / "styles" / name)
+
+    async def scenario(pilot):
+        listed = {str(node.label) for node in app.query_one("#tree").root.children}
+        assert set(kernels) <= {label.split(" ")[0] for label in listed}, listed
+        await type_in_form(pilot, call)
+        assert tree_leaves(app), (hint(app), app.notices)
+        a = app.advice
+        assert a is not None and a.subject.kernel in launching and a.ranked, app.notices
+        assert not messages(app, "error")
+        assert a.current.ceiling.binding in pane_text(app, "#ceiling-panel")
+        assert a.current.config.label()[:12] in " ".join(screen_text(app).split())
+
+    drive(app, scenario, size=(140, 40))
 
 
 def test_a_shape_for_a_file_that_takes_a_call_says_what_to_type_in_a_line_that_stays():
