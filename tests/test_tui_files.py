@@ -132,6 +132,43 @@ def test_each_style_of_kernel_file_opens_and_ranks_the_configs_of_a_typed_call(n
     drive(app, scenario, size=(140, 40))
 
 
+def test_a_call_typed_while_the_file_is_still_being_read_is_taken_once_it_is(monkeypatch):
+    """Found in tmux: a call typed and entered before the file's kernels were found was answered with a line
+    that the finished reading then overwrote, and the launch was lost."""
+    from tui import launches
+
+    read, real = threading.Event(), launches.discover
+
+    def slow_discover(*args, **kwargs):
+        read.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(launches, "discover", slow_discover)
+    app = make_app(TUT03)
+
+    async def main():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            assert app.model is None
+            form = app.query_one("#form")
+            form.focus()
+            form.value = SMALL_CALL
+            await pilot.press("enter")
+            await pilot.pause()
+            assert f"{SMALL_CALL}: taken once tut03_matmul.py is read" in hint(app)
+            read.set()
+            await wait_until_shown(pilot)
+            await settle(pilot)
+            (leaf,) = tree_leaves(app)
+            assert leaf.data.call == SMALL_CALL and app.advice.subject.kernel == "matmul_kernel"
+            assert not messages(app, "error")
+
+    try:
+        asyncio.run(main())
+    finally:
+        read.set()
+
+
 def test_a_shape_for_a_file_that_takes_a_call_says_what_to_type_in_a_line_that_stays():
     app = make_app(TUT03)
 

@@ -107,6 +107,7 @@ class AdvisorApp(App[int]):
         self._held: list[tuple] = []                 # notifications held while a dialog is open
         self._focus_table_for = -1
         self.notices: list[tuple[str, str]] = []     # (severity, message) of every notification
+        self._typed_early: str | None = None         # a launch typed before the file was read
 
     # ------------------------------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -255,6 +256,7 @@ class AdvisorApp(App[int]):
         self.model = L.unopened(self.path, self.source)
         self.query_one("#form", LaunchForm).expect(self.model.form_hint)
         self._cannot_open(text)
+        self._take_typed_early()  # a launch JSON works without the file
 
     def _cannot_open(self, text: str) -> None:
         """Why the file did not open, under the launches where it stays (a launch JSON can still be typed)."""
@@ -291,6 +293,7 @@ class AdvisorApp(App[int]):
             self.call_after_refresh(tree.move_cursor, first)
         if problem:
             self.error(problem)
+        self._take_typed_early()
 
     def show_source(self, kernel: str, params=()) -> None:
         """The source at `kernel`, the lines of its config (of `params`, when the launch's config is known)
@@ -425,13 +428,26 @@ class AdvisorApp(App[int]):
     # ------------------------------------------------------------------------------------ the form
     def on_launch_form_typed(self, event: LaunchForm.Typed) -> None:
         if self.model is None:
-            self._form_says(f"{event.text}: the file is still being read; press enter again in a moment")
+            # Typed before the file was read: kept and taken when it is (the reading would otherwise
+            # overwrite whatever the form said, and the launch would be lost).
+            self._typed_early = event.text
+            self.query_one("#hint", Static).update(Text(f"{event.text}: taken once {self.path.name} is read…",
+                                                        style="italic"))
             return
-        problem = L.form_problem(self.model, event.text)
+        self._take_typed(event.text)
+
+    def _take_typed(self, text: str) -> None:
+        problem = L.form_problem(self.model, text)
         if problem:
             self._form_says(problem)
             return
-        self._typed_job(event.text)
+        self._typed_job(text)
+
+    def _take_typed_early(self) -> None:
+        """A launch typed while the file was being read, now that it has been."""
+        text, self._typed_early = self._typed_early, None
+        if text:
+            self._take_typed(text)
 
     @work(group="typed", exclusive=True, exit_on_error=False, description="the launches typed in the form")
     async def _typed_job(self, text: str) -> None:
