@@ -176,7 +176,15 @@ def cmd_tune(args) -> int:
 
 
 def _ceilings(args):
-    """(ceilings, their titles, the GPU) of the ceiling and predict commands."""
+    """(ceilings, their titles, the GPU) of the ceiling and predict commands, their compiles shown on a
+    terminal's stderr as they run."""
+    from advisor.advice.compile_pool import reporting
+
+    with compile_progress() as progress, reporting(progress):
+        return _ceilings_of(args)
+
+
+def _ceilings_of(args):
     from advisor.advice import ceiling as ceil
     from advisor.advice import moe
     from kernels.family import family_of_file
@@ -345,11 +353,18 @@ def _advices(args):
                       progress=progress)
 
 
+def stderr_is_terminal() -> bool:
+    """Whether a person watches stderr (a progress display is for them, never for a log or a pipe)."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
 @contextlib.contextmanager
 def compile_progress():
-    """A progress bar of the candidates' compiles on stderr when it is a terminal (rich), else nothing:
-    yields the `progress(done, total, what)` callable for advisor.advice.search, or None."""
-    if not sys.stderr.isatty():
+    """A progress bar of the compiles on stderr when it is a terminal (rich), else nothing, so that piped
+    and CI output stays byte for byte what it was: yields the `progress(done, total, what)` callable for
+    advisor.advice.compile_pool, or None."""
+    if not stderr_is_terminal():
         yield None
         return
     from rich.console import Console

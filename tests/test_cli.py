@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,108 @@ def test_shipped_config_files_are_valid_and_canonical():
                 assert value in values
             assert resource_precheck(config, 227 * 1024) is None
     assert get_preset("mixtral-8x7b")
+
+
+# ------------------------------------------------------------------------------------ compile progress
+
+class _Terminal:
+    """A text stream that says it is a terminal (as a person's stderr is) and keeps what was written."""
+
+    def __init__(self) -> None:
+        import io
+
+        self.buffer = io.StringIO()
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        raise OSError("no descriptor")
+
+
+def test_compile_progress_is_drawn_on_a_terminals_stderr_and_nowhere_else(monkeypatch, capsys):
+    from advisor import commands
+
+    with commands.compile_progress() as progress:  # pytest's captured stderr is no terminal
+        assert progress is None
+    assert capsys.readouterr() == ("", "")
+    assert not commands.stderr_is_terminal()
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert commands.stderr_is_terminal()
+    with commands.compile_progress() as progress:
+        for done in range(4):
+            progress(done, 3, "compiling 3 configs of add_kernel for sm_90")
+    drawn = terminal.buffer.getvalue()
+    assert "compiling 3 configs of add_kernel for sm_90" in drawn and "3/3" in drawn
+    assert capsys.readouterr().out == ""
+
+
+def _run_with_stderr_on_a_terminal(args: list[str], env: dict) -> tuple[int, str, str]:
+    """The CLI with stdout on a pipe and stderr on a pseudo-terminal: (exit code, stdout, the terminal's text)."""
+    import os
+    import pty
+    import threading
+
+    leader, follower = pty.openpty()
+    drawn = bytearray()
+
+    def read() -> None:  # drained while it runs: a full terminal buffer would stall the program
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            drawn.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "advisor.cli", *args], stdout=subprocess.PIPE, stderr=follower,
+                              cwd=ROOT, env=env, timeout=300)
+    finally:
+        os.close(follower)
+    reader.join(10)
+    os.close(leader)
+    return proc.returncode, proc.stdout.decode(), drawn.decode(errors="replace")
+
+
+@pytest.mark.timeout(600)
+def test_ceiling_and_suggest_show_compile_progress_on_a_terminal_and_print_the_same(tmp_path):
+    """Cold compiles: with stderr on a terminal the compiles are counted there; stdout (text and JSON) is the
+    same byte for byte as with stderr on a pipe, where nothing but diagnostics is written."""
+    import os
+
+    fixture = str(ROOT / "tests" / "fixtures" / "styles" / "tut01_vector_add.py")
+    call = "add(randn(98432), randn(98432))"
+
+    def cold_env(name: str) -> dict:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env.update(COLUMNS="120", TERM="xterm-256color", TRITON_ADVISOR_HOME=str(tmp_path / name / "home"),
+                   TRITON_CACHE_DIR=str(tmp_path / name / "triton"), TRITON_ADVISOR_WORKERS="1")
+        return env
+
+    ceiling = ["ceiling", fixture, "--call", call]
+    piped = subprocess.run([sys.executable, "-m", "advisor.cli", *ceiling], capture_output=True, text=True,
+                           cwd=ROOT, env=cold_env("piped"), timeout=300)
+    assert piped.returncode == 0 and "compil" not in piped.stderr, piped.stderr  # cold, and nothing said of it
+    code, out, drawn = _run_with_stderr_on_a_terminal(ceiling, cold_env("terminal"))
+    assert code == 0 and out == piped.stdout, drawn
+    assert "compiling 1 config of add_kernel for sm_90" in drawn and "Traceback" not in drawn, drawn
+
+    # suggest compiles the space cold on the terminal; the same command piped afterwards prints the same.
+    suggest = ["suggest", fixture, "--call", call, "--format", "json"]
+    code, out, drawn = _run_with_stderr_on_a_terminal(suggest, cold_env("suggest"))
+    assert re.search(r"compiling \d+ configs of add_kernel for sm_90", drawn) and "Traceback" not in drawn, drawn
+    piped = subprocess.run([sys.executable, "-m", "advisor.cli", *suggest], capture_output=True, text=True,
+                           cwd=ROOT, env=cold_env("suggest"), timeout=300)
+    assert piped.returncode == code and piped.stdout == out, piped.stderr

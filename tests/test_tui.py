@@ -16,12 +16,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from tmux_helpers import TmuxSession, advisor_tui, needs_tmux
 
 from kernels.moe_configs import SHIPPED_DIR
 
@@ -812,53 +811,23 @@ def test_snapshot_gemm_main_screen(isolated_home):
 
 # ---------------------------------------------------------------------------------------------- tmux
 
-def _tmux_command() -> list[str]:
-    """`advisor tui kernels/fused_moe.py` as the `advisor` script runs it (tui.entry), ranking by prediction only."""
-    if (ROOT / "tui" / "entry.py").exists():
-        return [sys.executable, "-m", "tui.entry", "tui", "kernels/fused_moe.py", "--no-confirm"]
-    return [sys.executable, "-m", "tui", "kernels/fused_moe.py", "--no-confirm"]
-
-
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+@needs_tmux
 def test_real_program_in_tmux(tmp_path):
-    session = f"advisor-tui-{os.getpid()}"
-    socket = str(tmp_path / "tmux.sock")
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TMUX")}
-    env.update(TERM="xterm-256color", PYTHONPATH=str(ROOT))
-
-    def tmux(*args: str) -> str:
-        return subprocess.run(["tmux", "-S", socket, *args], capture_output=True, text=True, env=env, check=True,
-                              timeout=30).stdout
-
-    def wait_for(text: str, timeout: float = 90) -> str:
-        end = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < end:
-            screen = tmux("capture-pane", "-p", "-t", session)
-            if text in screen:
-                return screen
-            time.sleep(0.3)
-        pytest.fail(f"{text!r} did not appear; the screen:\n{screen}")
-
-    command = " ".join(f"'{a}'" for a in _tmux_command())
-    tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", "-c", str(ROOT),
-         f"{command}; echo EXIT=$?; sleep 30")
-    try:
-        screen = wait_for("mixtral-8x7b TP2")
+    # `advisor tui kernels/fused_moe.py`, ranking by prediction only.
+    with TmuxSession(tmp_path, "advisor-tui", advisor_tui("kernels/fused_moe.py", "--no-confirm"), (100, 30)) as tui:
+        screen = tui.wait_for(re.escape("mixtral-8x7b TP2"), timeout=90)
         assert "fused_moe_kernel" in screen and "M=4096" in screen and "Launches" in screen
-        tmux("send-keys", "-t", session, "Enter")  # choose the first launch (the cursor starts on it)
-        screen = wait_for("best M16")
+        tui.keys("Enter")  # choose the first launch (the cursor starts on it)
+        screen = tui.wait_for("best M16", timeout=90)
         assert "mixtral-8x7b TP2 M=1" in screen and "dram" in screen and "predicted" in screen
         assert "speed-up" in screen and "cur " in screen
-        tmux("send-keys", "-t", session, "?")
-        screen = wait_for("this list of keys")
+        tui.keys("?")
+        screen = tui.wait_for("this list of keys", timeout=90)
         assert "apply the highlighted suggestion" in screen
-        tmux("send-keys", "-t", session, "Escape")
+        tui.keys("Escape")
         time.sleep(0.5)
-        tmux("send-keys", "-t", session, "m")
-        screen = wait_for("no CUDA GPU")
-        tmux("send-keys", "-t", session, "q")
-        screen = wait_for("EXIT=")
+        tui.keys("m")
+        screen = tui.wait_for("no CUDA GPU", timeout=90)
+        tui.keys("q")
+        screen = tui.wait_for("EXIT=", timeout=90)
         assert "EXIT=0" in screen
-    finally:
-        subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, env=env)

@@ -12,20 +12,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-import os
 import re
-import shutil
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
+from test_kernel_files import FILES as STYLE_FILES
 from test_tui import (
     FIXTURES,
     GEMM,
     MATMUL_LAUNCH,
-    ROOT,
     _check_snapshot,
     drive,
     hint,
@@ -35,6 +31,7 @@ from test_tui import (
     settle,
     tree_leaves,
 )
+from tmux_helpers import TmuxSession, advisor_tui, needs_tmux
 
 TUT03 = FIXTURES / "styles" / "tut03_matmul.py"
 CALL = "matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))"
@@ -112,6 +109,64 @@ def test_a_call_typed_in_the_form_is_captured_listed_and_ranked():
         assert labels[0].startswith("#1 ") and labels[1].startswith("#2 a[512,512]")
 
     drive(app, scenario)
+
+
+@pytest.mark.parametrize("name", sorted(STYLE_FILES))
+def test_each_style_of_kernel_file_opens_and_ranks_the_configs_of_a_typed_call(name):
+    """Every fixture of tests/fixtures/styles/ (tutorials 01-06, Liger, FlagGems), as a user opens it: its
+    kernels listed, the call of test_kernel_files typed in the form, its launch captured and ranked."""
+    kernels, call, launching, _ = STYLE_FILES[name]
+    app = make_app(FIXTURES / "styles" / name)
+
+    async def scenario(pilot):
+        listed = {str(node.label) for node in app.query_one("#tree").root.children}
+        assert set(kernels) <= {label.split(" ")[0] for label in listed}, listed
+        await type_in_form(pilot, call)
+        assert tree_leaves(app), (hint(app), app.notices)
+        a = app.advice
+        assert a is not None and a.subject.kernel in launching and a.ranked, app.notices
+        assert not messages(app, "error")
+        assert a.current.ceiling.binding in pane_text(app, "#ceiling-panel")
+        assert a.current.config.label()[:12] in " ".join(screen_text(app).split())
+
+    drive(app, scenario, size=(140, 40))
+
+
+def test_a_call_typed_while_the_file_is_still_being_read_is_taken_once_it_is(monkeypatch):
+    """Found in tmux: a call typed and entered before the file's kernels were found was answered with a line
+    that the finished reading then overwrote, and the launch was lost."""
+    from tui import launches
+
+    read, real = threading.Event(), launches.discover
+
+    def slow_discover(*args, **kwargs):
+        read.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(launches, "discover", slow_discover)
+    app = make_app(TUT03)
+
+    async def main():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            assert app.model is None
+            form = app.query_one("#form")
+            form.focus()
+            form.value = SMALL_CALL
+            await pilot.press("enter")
+            await pilot.pause()
+            assert f"{SMALL_CALL}: taken once tut03_matmul.py is read" in hint(app)
+            read.set()
+            await wait_until_shown(pilot)
+            await settle(pilot)
+            (leaf,) = tree_leaves(app)
+            assert leaf.data.call == SMALL_CALL and app.advice.subject.kernel == "matmul_kernel"
+            assert not messages(app, "error")
+
+    try:
+        asyncio.run(main())
+    finally:
+        read.set()
 
 
 def test_a_shape_for_a_file_that_takes_a_call_says_what_to_type_in_a_line_that_stays():
@@ -276,6 +331,59 @@ def test_the_footer_shows_the_forms_keys_and_toasts_wait_while_a_dialog_is_open(
 
 # -------------------------------------------------------------------------------------- responsive
 
+def test_the_compile_bar_counts_the_candidates_compiles_and_goes_when_they_end(monkeypatch):
+    """The advisor's progress callback (one call per finished compile, as advisor.advice.compile_pool makes
+    them) drives a progress bar beside the status line: it appears with the first report, counts "k of n
+    compiled" up to n of n, and is gone once the advice is shown."""
+    from tui import launches
+
+    total, at_the_end, release = 6, threading.Event(), threading.Event()
+    real = launches.advise_one
+
+    def compiling_advise(subject, top_k=5, confirm=True, progress=None):
+        what = f"compiling {total} configs of {subject.kernel} for sm_90"
+        for done in range(total + 1):
+            progress(done, total, what)
+            time.sleep(0.25)  # a compile, long enough for the screen to show each count
+        at_the_end.set()
+        release.wait(30)
+        return real(subject, top_k, confirm=False)
+
+    monkeypatch.setattr(launches, "advise_one", compiling_advise)
+    app = make_app(GEMM, shapes=["4096,4096,4096"])
+
+    async def main():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            bar = app.query_one("#compiling")
+            assert not bar.display or not bar.has_class("running")
+            await pilot.press("enter")
+            seen = set()
+            end = time.monotonic() + 30
+            while not at_the_end.is_set():
+                assert time.monotonic() < end, app.notices
+                await pilot.pause(0.02)
+                if bar.has_class("running"):
+                    seen.add(bar.count)
+            await pilot.pause(0.1)
+            screen = screen_text(app)
+            assert bar.has_class("running") and bar.region.width > 0
+            assert f"{total} of {total} compiled" in screen, screen
+            assert f"compiling {total} configs of gemm_kernel for sm_90" in screen  # the status line says what
+            assert bar.progress == bar.total == total
+            assert len(seen) >= 2, seen  # it counted up, not only the last
+            release.set()
+            await wait_until_shown(pilot)
+            await settle(pilot)
+            assert not bar.has_class("running") and not bar.region.width
+            assert "compiled" not in screen_text(app)
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+
+
 @pytest.mark.parametrize("key", ["q", "ctrl+c"])
 def test_leaving_during_a_computation_takes_under_a_second(monkeypatch, key):
     """The first ranking shows while the finalists' compile (a slow fake) runs; q or ctrl+c then leaves at
@@ -339,42 +447,40 @@ def test_snapshot_tutorial_matmul_from_a_call(size, monkeypatch, tmp_path):
 
 # ----------------------------------------------------------------------------------------------- tmux
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+@needs_tmux
 def test_real_program_in_tmux_from_opening_to_a_ranked_table(tmp_path):
-    session = f"advisor-tui-files-{os.getpid()}"
-    socket = str(tmp_path / "tmux.sock")
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TMUX")}
-    env.update(TERM="xterm-256color", PYTHONPATH=str(ROOT))
-
-    def tmux(*args: str) -> str:
-        return subprocess.run(["tmux", "-S", socket, *args], capture_output=True, text=True, env=env, check=True,
-                              timeout=30).stdout
-
-    def wait_for(pattern: str, timeout: float = 120) -> str:
-        end = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < end:
-            screen = tmux("capture-pane", "-p", "-t", session)
-            if re.search(pattern, screen):
-                return screen
-            time.sleep(0.3)
-        pytest.fail(f"{pattern!r} did not appear; the screen:\n{screen}")
-
-    command = " ".join(f"'{a}'" for a in [sys.executable, "-m", "tui.entry", "tui", str(TUT03), "--no-confirm"])
-    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "36", "-c", str(ROOT),
-         f"{command}; echo EXIT=$?; sleep 30")
-    try:
-        screen = wait_for(r"type a call of matmul")
+    with TmuxSession(tmp_path, "advisor-tui-files", advisor_tui(str(TUT03), "--no-confirm"), (120, 36)) as tui:
+        screen = tui.wait_for(r"type a call of matmul")
         assert "matmul_kernel" in screen and "Launches" in screen
-        tmux("send-keys", "-t", session, "Tab")  # from the launches to the form
-        screen = wait_for(r"Add launch")
-        tmux("send-keys", "-t", session, "-l", CALL)
-        tmux("send-keys", "-t", session, "Enter")
-        screen = wait_for(r"cur\s+M128 N256 K64 G8 w8 s3")
+        tui.keys("Tab")  # from the launches to the form
+        screen = tui.wait_for(r"Add launch")
+        tui.keys(CALL, literal=True)
+        tui.keys("Enter")
+        screen = tui.wait_for(r"cur\s+M128 N256 K64 G8 w8 s3")
         assert "#1 a[4096,4096]" in screen and "speed-up" in screen and "Ceiling · " in screen
         assert re.search(r"\n│?\s*1\s+M\d+ N\d+ K\d+", screen) or re.search(r"│ 1\s+M", screen)
-        tmux("send-keys", "-t", session, "q")
-        screen = wait_for(r"EXIT=\d")
+        tui.keys("q")
+        screen = tui.wait_for(r"EXIT=\d")
         assert "EXIT=0" in screen
-    finally:
-        subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, env=env)
+
+
+@needs_tmux
+def test_real_program_leaves_within_a_second_during_a_cold_compile(tmp_path):
+    """The real program, an empty compile cache: `q` while the compile bar counts the candidates' compiles
+    ends the process (and the compiler processes it started) in under a second."""
+    command = ["env", f"TRITON_ADVISOR_HOME={tmp_path / 'home'}", f"TRITON_CACHE_DIR={tmp_path / 'triton'}",
+               *advisor_tui(str(TUT03))]
+    with TmuxSession(tmp_path, "advisor-tui-leave", command, (120, 36)) as tui:
+        tui.wait_for(r"type a call of matmul")
+        tui.keys("Tab")
+        tui.wait_for(r"Add launch")
+        tui.keys(CALL, literal=True)
+        tui.keys("Enter")
+        screen = tui.wait_for(r"\d+ of \d+ compiled", poll=0.1)
+        assert re.search(r"compiling \d+ configs? of matmul_kernel for sm_90", screen), screen
+        tui.keys("q")
+        pressed = time.monotonic()
+        screen = tui.wait_for(r"EXIT=\d", timeout=30, poll=0.05)
+        took = time.monotonic() - pressed
+        assert "EXIT=0" in screen
+        assert took < 1.0, f"took {took:.2f} s to leave"

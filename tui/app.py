@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from pathlib import Path
 
@@ -39,7 +40,16 @@ from tui import launches as L
 from tui.background import Running, off_thread
 from tui.figures import speedup
 from tui.screens import ApplyScreen, ExplainScreen, GpuScreen, HelpScreen
-from tui.widgets import CeilingView, LaunchForm, LaunchList, MeasureProgress, SourceView, StatusLine, SuggestionTable
+from tui.widgets import (
+    CeilingView,
+    CompileProgress,
+    LaunchForm,
+    LaunchList,
+    MeasureProgress,
+    SourceView,
+    StatusLine,
+    SuggestionTable,
+)
 
 MAIN_ACTIONS = {"apply", "measure", "gpu", "sort", "toggle_source", "help", "cancel"}
 NARROW = 96   # below this width the source panel gives way (`v` brings it back)
@@ -97,6 +107,7 @@ class AdvisorApp(App[int]):
         self._held: list[tuple] = []                 # notifications held while a dialog is open
         self._focus_table_for = -1
         self.notices: list[tuple[str, str]] = []     # (severity, message) of every notification
+        self._typed_early: str | None = None         # a launch typed before the file was read
 
     # ------------------------------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -112,6 +123,7 @@ class AdvisorApp(App[int]):
         with Vertical(id="bottom"):
             with Horizontal(id="statusbar"):
                 yield StatusLine("", id="status")
+                yield CompileProgress(id="compiling")
                 yield MeasureProgress(id="progress", show_eta=False)
             yield Static("", id="why")
             yield SuggestionTable(id="table", cursor_type="row", zebra_stripes=True)
@@ -244,6 +256,7 @@ class AdvisorApp(App[int]):
         self.model = L.unopened(self.path, self.source)
         self.query_one("#form", LaunchForm).expect(self.model.form_hint)
         self._cannot_open(text)
+        self._take_typed_early()  # a launch JSON works without the file
 
     def _cannot_open(self, text: str) -> None:
         """Why the file did not open, under the launches where it stays (a launch JSON can still be typed)."""
@@ -280,6 +293,7 @@ class AdvisorApp(App[int]):
             self.call_after_refresh(tree.move_cursor, first)
         if problem:
             self.error(problem)
+        self._take_typed_early()
 
     def show_source(self, kernel: str, params=()) -> None:
         """The source at `kernel`, the lines of its config (of `params`, when the launch's config is known)
@@ -338,17 +352,27 @@ class AdvisorApp(App[int]):
                     if (subject.kernel, gpu) not in self.prediction_notes:
                         self.prediction_notes[(subject.kernel, gpu)] = await self._call(L.prediction_notes, subject)
                     # The ranking by prediction first, shown at once; the finalists' compiles come after.
-                    ranked = await self._call(L.advise_one, subject, self.top_k, confirm=False,
-                                              progress=self._compile_progress)
+                    # While ranking, the status line says what compiles; while confirming it keeps the
+                    # ranking's summary ("confirming…") and the bar alone counts the compiles.
+                    ranked = await self._compiling(L.advise_one, subject, self.top_k, confirm=False,
+                                                   progress=functools.partial(self._compile_progress, say=True))
                     self._advice_ready(ref, gpu, gen, ranked, not self.confirm)
                 if not self.confirm or gen != self.generation:
                     return
-                confirmed = await self._call(L.advise_one, ranked.subject, self.top_k, confirm=True,
-                                             progress=self._compile_progress)
+                confirmed = await self._compiling(L.advise_one, ranked.subject, self.top_k, confirm=True,
+                                                  progress=self._compile_progress)
             except Exception as exc:
                 self._job_failed(gen, f"{ref.label}: {_message(exc)}")
                 return
             self._advice_ready(ref, gpu, gen, confirmed, True)
+
+    async def _compiling(self, fn, *args, **kwargs):
+        """An advisor call whose compiles report to the compile bar (`progress`); the bar goes when it ends."""
+        try:
+            return await self._call(fn, *args, **kwargs)
+        finally:
+            with contextlib.suppress(Exception):  # the app may be closing
+                self.query_one("#compiling", CompileProgress).hide()
 
     def _advice_ready(self, ref, gpu, gen, advice, confirmed: bool) -> None:
         old = self.cache.get((ref.key, gpu))
@@ -404,13 +428,26 @@ class AdvisorApp(App[int]):
     # ------------------------------------------------------------------------------------ the form
     def on_launch_form_typed(self, event: LaunchForm.Typed) -> None:
         if self.model is None:
-            self._form_says(f"{event.text}: the file is still being read; press enter again in a moment")
+            # Typed before the file was read: kept and taken when it is (the reading would otherwise
+            # overwrite whatever the form said, and the launch would be lost).
+            self._typed_early = event.text
+            self.query_one("#hint", Static).update(Text(f"{event.text}: taken once {self.path.name} is read…",
+                                                        style="italic"))
             return
-        problem = L.form_problem(self.model, event.text)
+        self._take_typed(event.text)
+
+    def _take_typed(self, text: str) -> None:
+        problem = L.form_problem(self.model, text)
         if problem:
             self._form_says(problem)
             return
-        self._typed_job(event.text)
+        self._typed_job(text)
+
+    def _take_typed_early(self) -> None:
+        """A launch typed while the file was being read, now that it has been."""
+        text, self._typed_early = self._typed_early, None
+        if text:
+            self._take_typed(text)
 
     @work(group="typed", exclusive=True, exit_on_error=False, description="the launches typed in the form")
     async def _typed_job(self, text: str) -> None:
@@ -563,11 +600,16 @@ class AdvisorApp(App[int]):
                 return
         self._measure_done(ref, gpu, measured, None)
 
-    def _compile_progress(self, done: int, total: int, what: str) -> None:
-        """The candidates' compiles (advisor.advice.compile_pool), told from the advisor's thread: shown on
-        the status line as they finish."""
-        with contextlib.suppress(Exception):  # the app may be closing; a progress line is not worth a crash
-            self.call_from_thread(self.query_one("#status", StatusLine).update, f"{what}: {done}/{total}")
+    def _compile_progress(self, done: int, total: int, what: str, say: bool = False) -> None:
+        """The candidates' compiles (advisor.advice.compile_pool), told from the advisor's thread: counted on
+        the compile bar as they finish, and with `say` what compiles written on the status line."""
+        with contextlib.suppress(Exception):  # the app may be closing; a progress bar is not worth a crash
+            self.call_from_thread(self._show_compiles, done, total, what if say else None)
+
+    def _show_compiles(self, done: int, total: int, what: str | None) -> None:
+        self.query_one("#compiling", CompileProgress).show(done, total)
+        if what:
+            self.query_one("#status", StatusLine).update(f"{what}…")
 
     def _measured_one(self, n: int) -> None:
         self.query_one("#progress", MeasureProgress).update(progress=n)

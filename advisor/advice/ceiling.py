@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from advisor.advice.compile_pool import compile_ahead
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU
 from ceilings.launch import Config, Launch
@@ -107,6 +108,7 @@ def launch_ceilings(path: str | Path, gpu: GPU, kernel_file: str | None = None,
             launch = Launch(launch.source, kernel, launch.grid, launch.tensors, launch.scalars, launch.constexprs,
                             launch.config)
         launches.append(launch)
+    compile_ahead(launches, gpu.arch)  # in parallel, and told to a progress display (compile_pool.reporting)
     return [_generic_ceiling(launch, gpu, f"{path}: launch {i} ({launch.kernel})") for i, launch in enumerate(launches)]
 
 
@@ -135,10 +137,12 @@ def call_ceilings(path: str | Path, call: str, gpu: GPU, kernel: str | None = No
     trace = capture_call(path, call, gpu.spec.name)
     groups = {g[0]: len(g) for g in autotune_groups(trace)}
     alternatives = {j for g in autotune_groups(trace) for j in g[1:]}
+    shown = [i for i, launch in enumerate(trace.launches)
+             if i not in alternatives and not (kernel and launch.kernel != kernel)]
+    compile_ahead([trace.launches[i] for i in shown], gpu.arch)  # in parallel, told to a progress display
     out = []
-    for i, launch in enumerate(trace.launches):
-        if i in alternatives or (kernel and launch.kernel != kernel):
-            continue
+    for i in shown:
+        launch = trace.launches[i]
         c = _generic_ceiling(launch, gpu, f"--call {call!r}: launch {i} ({launch.kernel})")
         if i in groups:
             c = dataclasses.replace(c, notes=[*c.notes, f"autotuned: the first of its {groups[i]} configs; on a GPU "

@@ -1,11 +1,13 @@
 """The status line above the suggestions: what is being computed, or the chosen launch's summary (now, best,
-speed-up, binding pipeline, where its config lives), and a progress bar while a measurement runs."""
+speed-up, binding pipeline, where its config lives); beside it a progress bar while the candidates compile
+and another while a measurement runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.widgets import ProgressBar, Static
 
 from tui.figures import cannot_run, fit_words, speedup
@@ -50,3 +52,28 @@ class MeasureProgress(ProgressBar):
 
     def stop(self) -> None:
         self.remove_class("running")
+
+
+class CompileProgress(ProgressBar):
+    """The candidates' compiles of one search (advisor.advice.compile_pool's progress): a bar and "k of n
+    compiled"; shown only while a computation that compiles runs (the `running` class)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(show_percentage=False, show_eta=False, **kwargs)
+
+    def compose(self) -> ComposeResult:
+        yield from super().compose()
+        yield Static("", id="compiled")
+
+    def show(self, done: int, total: int) -> None:
+        self.update(total=total, progress=done)
+        self.query_one("#compiled", Static).update(f" {done} of {total} compiled")
+        self.add_class("running")
+
+    def hide(self) -> None:
+        self.remove_class("running")
+
+    @property
+    def count(self) -> str:
+        """What the bar says in words ("12 of 40 compiled")."""
+        return str(self.query_one("#compiled", Static).render()).strip()
