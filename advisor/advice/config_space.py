@@ -38,7 +38,8 @@ def _knob_values(name: str, value) -> list:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         return [value]
     if TILE_PARAM.match(name):
-        return [v for v in (value // 2, value, value * 2) if 16 <= v <= 512] or [value]
+        # matrix tiles stop at 512; a row tile launched larger (a norm's 8192) may still be halved
+        return [v for v in (value // 2, value, value * 2) if 16 <= v <= max(512, value)] or [value]
     if name.startswith("GROUP"):
         return [v for v in (value // 2, value, value * 2) if v >= 1]
     return [value]
@@ -61,12 +62,13 @@ def neighbours(config: Config) -> list[Config]:
     return list(dict.fromkeys(out))
 
 
-def around(config: Config) -> list[Config]:
+def around(config: Config, fixed: frozenset[str] | set[str] = frozenset()) -> list[Config]:
     """The space of a kernel that declares none: every combination of one step in each knob at once
     (tiles and group sizes halved, kept or doubled; num_warps halved, kept or doubled within 2..16;
-    num_stages one less, kept or one more within 1..5), the current config first."""
+    num_stages one less, kept or one more within 1..5), the current config first. Knobs in `fixed` keep
+    their value (tiles each program covers whole: `advisor.advice.tile_roles`)."""
     names = list(config.params)
-    values = [_knob_values(n, config.params[n]) for n in names]
+    values = [[config.params[n]] if n in fixed else _knob_values(n, config.params[n]) for n in names]
     warps = [w for w in (config.num_warps // 2, config.num_warps, config.num_warps * 2) if 2 <= w <= 16] \
         or [config.num_warps]
     stages = [s for s in (config.num_stages - 1, config.num_stages, config.num_stages + 1) if 1 <= s <= 5] \

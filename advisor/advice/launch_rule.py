@@ -178,6 +178,7 @@ def launch_rule(launch: Launch) -> LaunchRule:
     tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)]
     padded = padded_sizes(launch, {n for n, _ in tiles})
     tiles += [(p.tile, p.value) for p in padded]
+    inferred = {id(t) for t in tiles[len(tiles) - len(padded):]}
     axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]] = []
     used: set[str] = set()
     current = launch.config
@@ -186,7 +187,11 @@ def launch_rule(launch: Launch) -> LaunchRule:
         free = [t for t in tiles if t[0] not in used]
         for r in range(len(free), 0, -1):
             for combo in combinations(free, r):
-                product = math.prod(_cdiv(dim(current), int(current[name])) for name, dim in combo)
+                counts = [_cdiv(dim(current), int(current[name])) for name, dim in combo]
+                # an inferred padded size one tile long divides any axis: a coincidence, not a rule
+                if any(id(t) in inferred and n == 1 for t, n in zip(combo, counts, strict=True)):
+                    continue
+                product = math.prod(counts)
                 if product and size % product == 0:
                     best = (list(combo), size // product)
                     break

@@ -17,6 +17,7 @@ from advisor.advice.config_space import around, config_distance, guided_pick, ne
 from advisor.advice.launch_rule import TILE_PARAM, launch_rule, named_tiles
 from advisor.advice.operands import operand_element_bytes
 from advisor.advice.search import Candidate, Location, Subject, predict_candidates
+from advisor.advice.tile_roles import covering_tiles
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
 from ceilings.launch import Config, Launch, expand_space
@@ -251,7 +252,16 @@ class LaunchSubject(Subject):
         """The kernel's own space (its autotune list, a declared space, the configs a capture made), or
         for a kernel with none the combinations of one step in every knob around the current config;
         beyond the compile budget, the configs the latency model leads to (advisor.advice.config_space)."""
-        full = self._space if self._space is not None else around(self.current)
+        if self._space is not None:
+            full = self._space
+        else:
+            fixed = {name for name in covering_tiles(self.fn, self.current.params, self.rule)
+                     if not self._grid_follows(name)}
+            full = around(self.current, fixed)
+            if fixed and not any(n.startswith("kept as launched:") for n in self.notes):
+                self.notes.append("kept as launched: " + ", ".join(f"{n}={self.current[n]}" for n in sorted(fixed))
+                                  + " (each program covers it whole: no grid axis or loop of the kernel follows "
+                                  "it, so another value would change the result)")
         if len(full) <= self.max_configs:
             return full
         feasible = [c for c in full if self.precheck(c) is None]
@@ -259,6 +269,14 @@ class LaunchSubject(Subject):
         self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(picked)} the latency "
                           "model led to were compiled and ranked (each config is compiled for its demand)")
         return picked
+
+    def _grid_follows(self, tile: str) -> bool:
+        """Whether the host code's grid follows a tile the launch rule cannot explain (a grid lambda
+        re-run with the tile halved)."""
+        if self.relaunch is None or int(self.current[tile]) < 2:
+            return False
+        probe = self.launch_for(self.current.replace(**{tile: int(self.current[tile]) // 2}))
+        return probe.grid != self.launch.grid
 
     def _predicted_us(self, configs: list[Config]) -> list[float]:
         out = []

@@ -1,0 +1,109 @@
+"""Which tile sizes of a kernel without a declared space a search may change without changing its result.
+
+A tile constexpr (BLOCK_SIZE, BLOCK_N, ...) plays one of three roles in a kernel:
+- a **grid tile**: a grid axis is cdiv(size, tile), so the launch covers the problem for any value
+  (`advisor.advice.launch_rule` finds these from the recorded launch);
+- a **loop tile**: the kernel walks a dimension in steps of it (`for off in range(0, N, BLOCK)`, or a
+  trip count computed from it), so any value covers the dimension;
+- a **covering tile**: neither; each program covers that many elements at once (`tl.arange(0, BLOCK)`
+  masked by `offs < n_cols`, as row-wise softmax and RMS-norm kernels are written), and its value was
+  chosen by the host code from the shape (`next_power_of_2(n_cols)`). A smaller value computes a wrong
+  result; a larger one only wastes lanes. The search keeps it as launched.
+
+Read from the kernel's source (and the JIT helpers it passes the tile to): a tile is a loop tile when
+it, or a name computed from it (`num_k = tl.cdiv(K, BLOCK_K)`), appears in the arguments of `range`,
+`tl.range` or `tl.static_range`. Where the source cannot be read, every tile the grid does not follow is kept (a wrong
+result is worse than a missed speed-up).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+from advisor.advice.launch_rule import TILE_PARAM, LaunchRule
+
+_LOOP_CALLS = {"range", "static_range"}
+_MAX_DEPTH = 3  # helpers of helpers: far enough for the libraries' kernels, bounded for recursion
+
+
+def _call_name(call: ast.Call) -> str | None:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _function_def(fn) -> tuple[ast.FunctionDef, dict] | None:
+    inner = fn
+    while hasattr(inner, "fn"):  # Autotuner / Heuristics -> JITFunction -> the Python function
+        inner = inner.fn
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(inner)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    return (defs[0], getattr(inner, "__globals__", {})) if defs else None
+
+
+def _tainted(fn_def: ast.FunctionDef, name: str) -> set[str]:
+    """`name` and every local name computed from it (to a fixed point)."""
+    tainted = {name}
+    assigns = [n for n in ast.walk(fn_def) if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign)
+               and getattr(n, "value", None) is not None]
+    changed = True
+    while changed:
+        changed = False
+        for node in assigns:
+            if _names(node.value) & tainted:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                new = set().union(*(_names(t) for t in targets)) - tainted
+                if new:
+                    tainted |= new
+                    changed = True
+    return tainted
+
+
+def _loops_over(fn, param: str, depth: int = 0) -> bool | None:
+    """Whether the JIT function `fn` walks a dimension in steps of its parameter `param`; None when its
+    source cannot be read."""
+    found = _function_def(fn)
+    if found is None:
+        return None
+    fn_def, module_globals = found
+    tainted = _tainted(fn_def, param)
+    for node in ast.walk(fn_def):
+        if not isinstance(node, ast.Call):
+            continue
+        args = list(node.args) + [k.value for k in node.keywords]
+        if _call_name(node) in _LOOP_CALLS and any(_names(a) & tainted for a in args):
+            return True
+        if depth >= _MAX_DEPTH or not isinstance(node.func, ast.Name):
+            continue
+        helper = module_globals.get(node.func.id)
+        if helper is None or not hasattr(helper, "fn"):  # not a JIT helper
+            continue
+        helper_def = _function_def(helper)
+        if helper_def is None:
+            continue
+        params = [a.arg for a in helper_def[0].args.args]
+        passed = [(params[i], a) for i, a in enumerate(node.args) if i < len(params)]
+        passed += [(k.arg, k.value) for k in node.keywords if k.arg]
+        if any(_names(a) & tainted and _loops_over(helper, p, depth + 1) for p, a in passed):
+            return True
+    return False
+
+
+def covering_tiles(fn, params: dict, rule: LaunchRule) -> set[str]:
+    """The tile constexprs of a launch that neither a grid axis nor a loop of the kernel follows."""
+    grid_tiles = {name for combo, _ in rule.axes for name, _ in combo}
+    out = set()
+    for name, value in params.items():
+        if not TILE_PARAM.match(name) or name in grid_tiles or not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if not _loops_over(fn, name):  # False, or None: source unreadable
+            out.add(name)
+    return out
