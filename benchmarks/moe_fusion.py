@@ -8,14 +8,16 @@ Cases: ANCHORS section 3's shapes (Mixtral-8x7B TP2, Qwen2-57B-A14B TP2, Qwen3-3
 M = 1, 256, 1024, 4096 (and 16 for Mixtral), uniform random top-k routing, random bf16 data.
 
 1. GEMM1 per kernel variant (`kernels.moe_bench.VARIANTS`: previous; fused = SiLU-and-mul in the
-   epilogue; persistent = tile loop over the real tiles; fused-persistent) at a few strong configs: the
+   epilogue; fused-il = the same on gate/up-interleaved w1; persistent = tile loop over the real
+   tiles; and the fused forms in that loop) at a few strong configs: the
    shipped tuned config for that M, the same with BLOCK_SIZE_N doubled (the fused kernel splits a tile
    into gate and up halves), and LARGE_TILES. All (shape, variant, config) compile first in parallel
    worker processes. Each config's output is poisoned, checked against the float32 reference (relative
    error < 1e-2), then timed.
 2. The whole layer, align -> GEMM1 -> act -> GEMM2 -> sum: the previous `kernels.fused_moe.fused_moe`
-   and `kernels.fused_moe_fused.fused_moe_fused` with the fusions added one at a time (act, act+sum,
-   act+sum+persistent), each at the shipped config and at its GEMM1 variant's best config of step 1
+   and `kernels.fused_moe_fused.fused_moe_fused` with the fusions combined (LAYERS: act = SiLU-and-mul
+   in GEMM1, -il on interleaved w1, +sum = router weight and top-k sum in GEMM2, +persistent = both
+   GEMMs persistent), each at the shipped config and at its GEMM1 variant's best config of step 1
    (GEMM2 at the shipped config); the faster is reported. Outputs checked against the float32 layer.
    The activation and the top-k sum of the previous layer are also timed alone. Each layer variant is
    also checked (not timed) under a routing with a few hot experts.
@@ -51,10 +53,15 @@ DRY_SHAPES = (("dry-a", 8, 2, 64, 48, (1, 37)), ("dry-b", 16, 4, 96, 64, (29,)))
 LARGE_TILES = ("M128 N256 K64 G32 w8 s3", "M128 N256 K64 G1 w8 s4", "M128 N128 K64 G16 w4 s3",
                "M256 N128 K64 G16 w8 s3", "M64 N256 K64 G16 w4 s4")
 DRY_TILES = ("M16 N32 K32 G1 w4 s2", "M32 N64 K32 G4 w4 s2")
-LAYERS = ("previous", "act", "act+sum", "act+sum+persistent")
-# The layer variant -> the GEMM1 variant whose best config it takes, and fused_moe_fused's flags.
-LAYER_GEMM1 = {"previous": "previous", "act": "fused", "act+sum": "fused", "act+sum+persistent": "fused-persistent"}
-LAYER_FLAGS = {"act": (True, False, False), "act+sum": (True, True, False), "act+sum+persistent": (True, True, True)}
+LAYERS = ("previous", "act", "act+sum", "act+sum+persistent", "act-il", "act-il+sum", "act-il+persistent",
+          "act-il+sum+persistent")
+# The layer variant -> the GEMM1 variant whose best config it takes, and fused_moe_fused's flags
+# (fuse_act, fuse_sum, persistent, w1_interleaved). "+persistent" without "+sum" makes GEMM1 alone
+# persistent (the unfused GEMM2 is the previous kernel).
+LAYER_GEMM1 = {"previous": "previous", "act": "fused", "act+sum": "fused", "act+sum+persistent": "fused-persistent",
+               "act-il": "fused-il", "act-il+sum": "fused-il", "act-il+persistent": "fused-il-persistent",
+               "act-il+sum+persistent": "fused-il-persistent"}
+LAYER_FLAGS = {v: (True, "+sum" in v, v.endswith("persistent"), "-il" in v) for v in LAYERS[1:]}
 # RESULTS section 1: the previous GEMM1's measured best time (us) at the shipped config, H100, for the
 # diagnosis's gap in --predict; other M are diagnosed at the model's predicted time.
 RESULTS1_US = {("mixtral-8x7b", 1024): 538.9, ("mixtral-8x7b", 4096): 1669.3, ("qwen2-57b-a14b", 1024): 480.2,
@@ -185,15 +192,18 @@ def layer_tensors(e, top_k, h, inter, m, device, seed, hot: int = 0):
     return hidden, w1, w2, weights, ids
 
 
-def layer_fn(variant: str, tensors, config: Config, config2: Config):
+def layer_fn(variant: str, tensors, w1_interleaved, config: Config, config2: Config):
+    """The layer call of `variant`; interleaved variants take w1_interleaved (prepared once, untimed)."""
     from kernels.fused_moe import fused_moe
     from kernels.fused_moe_fused import fused_moe_fused
 
     if variant == "previous":
         return lambda: fused_moe(*tensors, config=config, config2=config2)
-    act, fsum, persistent = LAYER_FLAGS[variant]
-    return lambda: fused_moe_fused(*tensors, config=config, config2=config2, fuse_act=act, fuse_sum=fsum,
-                                   persistent=persistent)
+    act, fsum, persistent, il = LAYER_FLAGS[variant]
+    hidden, w1, *rest = tensors
+    args = (hidden, w1_interleaved if il else w1, *rest)
+    return lambda: fused_moe_fused(*args, config=config, config2=config2, fuse_act=act, fuse_sum=fsum,
+                                   persistent=persistent, w1_interleaved=il)
 
 
 def bench_layers(shape, m, shipped: Config, best_gemm1: dict, device, dry, deadline) -> dict:
@@ -201,10 +211,12 @@ def bench_layers(shape, m, shipped: Config, best_gemm1: dict, device, dry, deadl
 
     from advisor.measure.timing import relative_error
     from kernels import fused_moe as fm
+    from kernels.fused_moe_fused import interleave_gate_up
 
     name, e, top_k, h, inter, _ = shape
     timer = _timer(dry)
     tensors = layer_tensors(e, top_k, h, inter, m, device, seed=1)
+    w1_il = interleave_gate_up(tensors[1])
     ref = fm.fused_moe_reference(*tensors)
     result = {"case": name, "m": m, "shipped": shipped.label(), "variants": {}}
     # The previous layer's activation and top-k sum alone: what fusing them can remove at most.
@@ -217,7 +229,7 @@ def bench_layers(shape, m, shipped: Config, best_gemm1: dict, device, dry, deadl
         for config in dict.fromkeys([shipped, best_gemm1.get(LAYER_GEMM1[variant], shipped)]):
             if time.monotonic() > deadline:
                 break
-            fn = layer_fn(variant, tensors, config, shipped)
+            fn = layer_fn(variant, tensors, w1_il, config, shipped)
             err = relative_error(fn().float(), ref)
             if not err < 1e-2:
                 tried[config.label()] = {"status": "wrong", "rel_error": err}
@@ -230,9 +242,10 @@ def bench_layers(shape, m, shipped: Config, best_gemm1: dict, device, dry, deadl
         print("layer:", name, m, variant, json.dumps(result["variants"][variant]), flush=True)
     # Uneven routing: every layer variant once more under a few hot experts (checked, not timed).
     hot = layer_tensors(e, top_k, h, inter, m, device, seed=2, hot=2)
+    hot_il = interleave_gate_up(hot[1])
     hot_ref = fm.fused_moe_reference(*hot)
-    result["hot_routing_rel_error"] = {v: relative_error(layer_fn(v, hot, shipped, shipped)().float(), hot_ref)
-                                       for v in LAYERS}
+    result["hot_routing_rel_error"] = {
+        v: relative_error(layer_fn(v, hot, hot_il, shipped, shipped)().float(), hot_ref) for v in LAYERS}
     return result
 
 
@@ -352,7 +365,7 @@ def main(argv=None) -> int:
 
 def print_table(doc: dict, cases) -> None:
     print(f"\n{doc['gpu']}  triton {doc.get('triton', '-')}  torch {doc.get('torch', '-')}")
-    print(f"{'case':<30}{'M':>6}" + "".join(f"{v:>18}" for v in VARIANTS) + "   GEMM1 best us (config of prev)")
+    print(f"{'case':<24}{'M':>6}" + "".join(f"{v:>20}" for v in VARIANTS) + "   GEMM1 best us (config of prev)")
     by = {}
     for r in doc["gemm1"]:
         if r["status"] == "ok":
@@ -361,15 +374,15 @@ def print_table(doc: dict, cases) -> None:
                 by[key] = r
     for case, m in dict.fromkeys((r["case"], r["m"]) for r in doc["gemm1"]):
         cells = [by.get((case, m, v)) for v in VARIANTS]
-        print(f"{case:<30}{m:>6}" + "".join(f"{c['us']:>18.1f}" if c else f"{'-':>18}" for c in cells)
+        print(f"{case:<24}{m:>6}" + "".join(f"{c['us']:>20.1f}" if c else f"{'-':>20}" for c in cells)
               + (f"   {cells[0]['config']}" if cells[0] else ""))
     if doc["layers"]:
-        print(f"\n{'layer':<30}{'M':>6}" + "".join(f"{v:>20}" for v in LAYERS) + f"{'prev/best':>11}")
+        print(f"\n{'layer':<20}{'M':>6}" + "".join(f"{v:>22}" for v in LAYERS) + f"{'prev/best':>11}")
         for lay in doc["layers"]:
             us = [lay["variants"][v]["us"] for v in LAYERS]
             new = [u for u in us[1:] if u]
             ratio = f"{us[0] / min(new):.3f}" if us[0] and new else "-"
-            print(f"{lay['case']:<30}{lay['m']:>6}" + "".join(f"{u:>20.1f}" if u else f"{'-':>20}" for u in us)
+            print(f"{lay['case']:<20}{lay['m']:>6}" + "".join(f"{u:>22.1f}" if u else f"{'-':>22}" for u in us)
                   + f"{ratio:>11}")
         worst = max((e for lay in doc["layers"] for e in lay["hot_routing_rel_error"].values()), default=0.0)
         print(f"hot-expert routing: worst relative error of any layer variant {worst:.2e}")

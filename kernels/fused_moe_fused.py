@@ -7,6 +7,9 @@ One kernel, three independent choices (constexpr flags, chosen by the host wrapp
   writes silu(gate) * up: I columns instead of 2I, and no activation kernel. BLOCK_SIZE_N keeps the
   meaning it has in the engines' files (columns of w1 covered per CTA, gate and up together), so a
   config uses the same registers and shared memory per stage as in the previous kernel.
+  Two layouts of w1: as it comes (gate rows, then up rows: two dots of BN/2 columns over each A tile,
+  so A is read from shared memory twice per K step), or **INTERLEAVED** once at load time by
+  `interleave_gate_up` (row 2j = gate j, 2j + 1 = up j: one dot of BN columns, split in the epilogue).
 - **ACCUMULATE** (GEMM2 with the router weight and the top-k sum fused): each (token, k) row is
   scaled by its router weight and added with float32 atomics into row `pair // top_k` of a zeroed
   [M, H] float32 output: no [M, top_k, H] intermediate and no sum kernel. The order of the top_k
@@ -55,11 +58,15 @@ def _tile(a_ptr, b_ptr, b_desc, c_ptr, topk_weights_ptr, sorted_token_ids_ptr, e
           pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
           stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
           BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-          GATED: tl.constexpr, ACCUMULATE: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr,
-          EVEN_K: tl.constexpr, B_TMA: tl.constexpr, compute_type: tl.constexpr):
+          GATED: tl.constexpr, INTERLEAVED: tl.constexpr, ACCUMULATE: tl.constexpr,
+          MUL_ROUTED_WEIGHT: tl.constexpr, EVEN_K: tl.constexpr, B_TMA: tl.constexpr,
+          compute_type: tl.constexpr):
     # One (M block, N block) output tile. N is the output width: I when GATED (w1 holds 2N rows per
-    # expert), else the weight's rows.
+    # expert), else the weight's rows. BN_B: weight rows per load (half the tile for the two-dot
+    # gated form, the whole tile otherwise).
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
+    BN_B: tl.constexpr = BLOCK_SIZE_N // (1 + GATED - INTERLEAVED)
+    TWO_DOTS: tl.constexpr = BN_B != BLOCK_SIZE_N  # gated, w1 as it comes
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     pair = tl.load(sorted_token_ids_ptr + offs_m)
     token_mask = pair < num_valid_tokens
@@ -68,58 +75,68 @@ def _tile(a_ptr, b_ptr, b_desc, c_ptr, topk_weights_ptr, sorted_token_ids_ptr, e
     c_row = (pair // c_div).to(tl.int64)
     expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
 
-    # Columns past N wrap to valid ones so weight loads need no mask; they are never stored.
-    offs_bn = (pid_n * BN_OUT + tl.arange(0, BN_OUT)) % N
+    # Weight rows past the expert's wrap to valid ones so loads need no mask; their columns are never
+    # stored. Interleaved w1 rows alternate gate and up, so its tiles run over all 2N rows.
+    rows_per_expert = 2 * N if GATED else N
+    wrap = N if TWO_DOTS else rows_per_expert
+    offs_bn = (pid_n * BN_B + tl.arange(0, BN_B)) % wrap
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     a_ptrs = a_ptr + a_row[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + expert * stride_be + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
-    # First weight row of the tile in the [E * rows, K] view; rows past N read the up half or the next
-    # expert (or TMA's zero fill past the end), into columns that are never stored.
-    rows_per_expert = 2 * N if GATED else N
-    b_row = (expert * rows_per_expert + pid_n * BN_OUT).to(tl.int32)
+    # First weight row of the tile in the [E * rows, K] view; rows past the tile's own read the up
+    # half or the next expert (or TMA's zero fill past the end), into columns that are never stored.
+    b_row = (expert * rows_per_expert + pid_n * BN_B).to(tl.int32)
 
-    acc = tl.zeros((BLOCK_SIZE_M, BN_OUT), dtype=tl.float32)
-    if GATED:
-        acc_up = tl.zeros((BLOCK_SIZE_M, BN_OUT), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_SIZE_M, BN_B), dtype=tl.float32)
+    if TWO_DOTS:
+        acc_up = tl.zeros((BLOCK_SIZE_M, BN_B), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         if EVEN_K:
             a = tl.load(a_ptrs, mask=token_mask[:, None], other=0.0)
         else:
             a = tl.load(a_ptrs, mask=token_mask[:, None] & (offs_k[None, :] < K - k * BLOCK_SIZE_K), other=0.0)
+        k_mask = offs_k[:, None] < K - k * BLOCK_SIZE_K
         if B_TMA:
             b = b_desc.load([b_row, k * BLOCK_SIZE_K]).T
-            if GATED:
-                b_up = b_desc.load([b_row + N, k * BLOCK_SIZE_K]).T
         elif EVEN_K:
             b = tl.load(b_ptrs)
-            if GATED:
-                b_up = tl.load(b_ptrs + N * stride_bn)
         else:
-            k_mask = offs_k[:, None] < K - k * BLOCK_SIZE_K
             b = tl.load(b_ptrs, mask=k_mask, other=0.0)
-            if GATED:
-                b_up = tl.load(b_ptrs + N * stride_bn, mask=k_mask, other=0.0)
         acc = tl.dot(a, b, acc)
-        if GATED:
+        if TWO_DOTS:
+            # Two dots of half width over one A tile: the up rows lie N rows below the gate rows.
+            if B_TMA:
+                b_up = b_desc.load([b_row + N, k * BLOCK_SIZE_K]).T
+            elif EVEN_K:
+                b_up = tl.load(b_ptrs + N * stride_bn)
+            else:
+                b_up = tl.load(b_ptrs + N * stride_bn, mask=k_mask, other=0.0)
             acc_up = tl.dot(a, b_up, acc_up)
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
 
     if GATED:
+        if INTERLEAVED:
+            # Column 2j is gate j, 2j + 1 is up j: each thread holds such pairs side by side.
+            gate, up = tl.split(tl.reshape(acc, (BLOCK_SIZE_M, BN_OUT, 2)))
+        else:
+            gate, up = acc, acc_up
         # SiLU in float32, as the separate activation computes it; the GEMM's bf16 rounding of gate
         # and up is skipped, so this is closer to the float32 reference than the unfused path.
-        acc = acc / (1.0 + tl.exp(-acc)) * acc_up
+        out = gate / (1.0 + tl.exp(-gate)) * up
+    else:
+        out = acc
     if MUL_ROUTED_WEIGHT:
         weight = tl.load(topk_weights_ptr + pair, mask=token_mask, other=0.0)
-        acc = acc * weight[:, None]
+        out = out * weight[:, None]
 
     offs_cn = pid_n * BN_OUT + tl.arange(0, BN_OUT)
     c_ptrs = c_ptr + c_row[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     c_mask = token_mask[:, None] & (offs_cn[None, :] < N)
     if ACCUMULATE:
-        tl.atomic_add(c_ptrs, acc, mask=c_mask, sem="relaxed")
+        tl.atomic_add(c_ptrs, out, mask=c_mask, sem="relaxed")
     else:
-        tl.store(c_ptrs, acc.to(compute_type), mask=c_mask)
+        tl.store(c_ptrs, out.to(compute_type), mask=c_mask)
 
 
 @triton.jit(do_not_specialize=["EM", "num_valid_tokens", "num_programs"])
@@ -137,7 +154,8 @@ def fused_moe_fused_kernel(
     # Meta-parameters.
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
-    GATED: tl.constexpr, ACCUMULATE: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, PERSISTENT: tl.constexpr,
+    GATED: tl.constexpr, INTERLEAVED: tl.constexpr, ACCUMULATE: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr,
+    PERSISTENT: tl.constexpr,
     EVEN_K: tl.constexpr, B_TMA: tl.constexpr, compute_type: tl.constexpr,
 ):
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
@@ -151,7 +169,7 @@ def fused_moe_fused_kernel(
             _tile(a_ptr, b_ptr, b_desc, c_ptr, topk_weights_ptr, sorted_token_ids_ptr, expert_ids_ptr,
                   pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                   stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
-                  BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, MUL_ROUTED_WEIGHT,
+                  BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, INTERLEAVED, ACCUMULATE, MUL_ROUTED_WEIGHT,
                   EVEN_K, B_TMA, compute_type)
     else:
         # The grid is sized for the worst routing; blocks past the real padded count exit.
@@ -160,7 +178,7 @@ def fused_moe_fused_kernel(
             _tile(a_ptr, b_ptr, b_desc, c_ptr, topk_weights_ptr, sorted_token_ids_ptr, expert_ids_ptr,
                   pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                   stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
-                  BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, MUL_ROUTED_WEIGHT,
+                  BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, INTERLEAVED, ACCUMULATE, MUL_ROUTED_WEIGHT,
                   EVEN_K, B_TMA, compute_type)
 
 
@@ -192,15 +210,25 @@ def _num_sms(device: torch.device) -> int:
     return 4  # the CPU interpreter: a few programs, so the loop over tiles is exercised
 
 
+def interleave_gate_up(w1: torch.Tensor) -> torch.Tensor:
+    """w1 [E, 2I, H] (gate rows, then up rows) -> [E, 2I, H] with row 2j = gate j and 2j + 1 = up j:
+    the layout `interleaved=True` reads. Done once, where the weights are loaded."""
+    e, two_i, h = w1.shape
+    if two_i % 2:
+        raise AdvisorError(f"w1 has {two_i} rows per expert; gate and up halves need an even count (2I)")
+    return torch.stack((w1[:, : two_i // 2], w1[:, two_i // 2:]), dim=2).reshape(e, two_i, h).contiguous()
+
+
 def invoke_fused_gemm(a, w, c, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
                       top_k: int, config: Config, gated: bool, accumulate: bool, persistent: bool = False,
-                      b_tma: bool | None = None):
+                      b_tma: bool | None = None, interleaved: bool = False):
     """One GEMM of the layer in the fused kernel.
 
     gated (GEMM1): a [M, K] hidden, w [E, 2I, K], c [M * top_k, I] (dtype of a) = silu(gate) * up.
     accumulate (GEMM2): a [M * top_k, K] activation, w [E, H, K], c [M, H] float32, zeroed by the
     caller; c[t] += weight[t, k] * a[t * top_k + k] @ w[expert]^T.
     Neither: C[pair] = A[pair // top_k] @ W^T, as `kernels.fused_moe.invoke_fused_moe_gemm`.
+    interleaved (with gated): w is `interleave_gate_up(w1)`.
     """
     if a.dtype not in fm._TL_DTYPES or w.dtype != a.dtype:
         raise AdvisorError(f"fused MoE GEMM takes bf16 or fp16 A and W of one dtype; got A {a.dtype}, W {w.dtype}")
@@ -214,6 +242,8 @@ def invoke_fused_gemm(a, w, c, topk_weights, sorted_token_ids, expert_ids, num_t
     if gated and config["BLOCK_SIZE_N"] < 32:
         raise AdvisorError(f"BLOCK_SIZE_N={config['BLOCK_SIZE_N']} splits into gate and up halves under 16 "
                            "columns; use BLOCK_SIZE_N >= 32")
+    if interleaved and not gated:
+        raise AdvisorError("interleaved gate/up weights are for the gated GEMM1; pass gated=True")
     n_out = w.shape[1] // 2 if gated else w.shape[1]
     if c.shape[-1] != n_out:
         raise AdvisorError(f"C has {c.shape[-1]} columns but this GEMM gives {n_out}")
@@ -223,9 +253,9 @@ def invoke_fused_gemm(a, w, c, topk_weights, sorted_token_ids, expert_ids, num_t
         b_tma = fm.tma_supported(w)
     b_desc = None
     if b_tma:
-        bn_out = config["BLOCK_SIZE_N"] // 2 if gated else config["BLOCK_SIZE_N"]
+        rows = config["BLOCK_SIZE_N"] // 2 if gated and not interleaved else config["BLOCK_SIZE_N"]
         b_desc = fm.TensorDescriptor(w, [w.shape[0] * w.shape[1], k], [w.stride(1), 1],
-                                     [bn_out, config["BLOCK_SIZE_K"]])
+                                     [rows, config["BLOCK_SIZE_K"]])
     if persistent:
         grid = persistent_grid(em, n_out, config, gated, _num_sms(a.device))
     else:
@@ -234,7 +264,8 @@ def invoke_fused_gemm(a, w, c, topk_weights, sorted_token_ids, expert_ids, num_t
         a, w, b_desc, c, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
         n_out, k, em, topk_weights.numel(), 1 if accumulate else top_k, top_k if accumulate else 1, grid[0],
         a.stride(0), a.stride(1), w.stride(0), w.stride(1), w.stride(2), c.stride(0), c.stride(1),
-        GATED=gated, ACCUMULATE=accumulate, MUL_ROUTED_WEIGHT=accumulate, PERSISTENT=persistent,
+        GATED=gated, INTERLEAVED=interleaved, ACCUMULATE=accumulate, MUL_ROUTED_WEIGHT=accumulate,
+        PERSISTENT=persistent,
         EVEN_K=k % config["BLOCK_SIZE_K"] == 0, B_TMA=b_tma, compute_type=fm._TL_DTYPES[a.dtype],
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params,
     )
@@ -243,16 +274,20 @@ def invoke_fused_gemm(a, w, c, topk_weights, sorted_token_ids, expert_ids, num_t
 
 def fused_moe_fused(hidden, w1, w2, topk_weights, topk_ids, config: Config | None = None,
                     config2: Config | None = None, fuse_act: bool = True, fuse_sum: bool = True,
-                    persistent: bool = False, b_tma: bool | None = None) -> torch.Tensor:
+                    persistent: bool = False, b_tma: bool | None = None,
+                    w1_interleaved: bool = False) -> torch.Tensor:
     """The layer of `kernels.fused_moe.fused_moe` with the chosen fusions; same arguments and result.
 
     fuse_act: GEMM1 writes silu(gate) * up (no activation kernel); else GEMM1 and silu_and_mul as before.
     fuse_sum: GEMM2 adds weighted rows into a float32 [M, H] (no top-k sum kernel); else as before.
     persistent: both GEMMs run as persistent programs over the real tiles.
+    w1_interleaved: w1 is `interleave_gate_up(w1)` (prepared once); needs fuse_act.
     """
     from kernels.moe_configs import default_config  # late: moe_configs imports kernels.fused_moe
 
     fm._check_layer(hidden, w1, w2, topk_weights, topk_ids)
+    if w1_interleaved and not fuse_act:
+        raise AdvisorError("interleaved w1 is read only by the fused activation; pass fuse_act=True")
     m, h = hidden.shape
     e, two_i, _ = w1.shape
     top_k = topk_ids.shape[1]
@@ -265,7 +300,7 @@ def fused_moe_fused(hidden, w1, w2, topk_weights, topk_ids, config: Config | Non
     if fuse_act:
         act = torch.empty((m * top_k, two_i // 2), dtype=hidden.dtype, device=dev)
         invoke_fused_gemm(hidden, w1, act, topk_weights, *align, top_k=top_k, config=config, gated=True,
-                          accumulate=False, persistent=persistent, b_tma=b_tma)
+                          accumulate=False, persistent=persistent, b_tma=b_tma, interleaved=w1_interleaved)
     else:
         inter = torch.empty((m * top_k, two_i), dtype=hidden.dtype, device=dev)
         invoke_fused_gemm(hidden, w1, inter, topk_weights, *align, top_k=top_k, config=config, gated=False,

@@ -8,7 +8,9 @@ another process without launching it, so sweeps can compile in parallel.
 VARIANTS name the kernels a case can run (issue 16): "previous" is `kernels.fused_moe`'s GEMM;
 "fused" is `kernels.fused_moe_fused` with GEMM1's SiLU-and-mul (GEMM1) or GEMM2's router weight and
 top-k sum (GEMM2) in the epilogue; "persistent" the same GEMM as "previous" in the fused module's
-persistent tile loop; "fused-persistent" both. A variant's output and reference are what it computes:
+persistent tile loop; "fused-persistent" both; "fused-il" and "fused-il-persistent" GEMM1's fused
+forms on gate/up-interleaved w1 (`interleave_gate_up`, prepared once per case, not timed). A variant's
+output and reference are what it computes:
 [pairs, N / 2] after SiLU-and-mul, [M, N] float32 after the top-k sum.
 """
 
@@ -93,6 +95,7 @@ class MoEGemmCase:
             self.topk_weights if spec.gemm == 2 else None)
         self._align: dict[int, tuple] = {}
         self._outputs: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._w_interleaved: torch.Tensor | None = None
 
     @property
     def experts_routed(self) -> int:
@@ -132,6 +135,8 @@ class MoEGemmCase:
         fused = _variant_flags(variant)[0]
         if not fused:
             return self.out, self.reference
+        if "-il" in variant and "fused" + variant.partition("-il")[2] in self._outputs:
+            return self._outputs["fused" + variant.partition("-il")[2]]
         if variant not in self._outputs:
             spec, ref = self.spec, self.reference
             if spec.gemm == 1:
@@ -156,20 +161,24 @@ class MoEGemmCase:
         accumulate = fused and not gemm1
         if not gemm1 and not fused:
             raise AdvisorError("the persistent GEMM2 without the fused sum is not a variant; use 'fused-persistent'")
+        interleaved = _interleaved(self.spec, variant)
+        if interleaved and self._w_interleaved is None:
+            self._w_interleaved = ff.interleave_gate_up(self.w)
+        w = self._w_interleaved if interleaved else self.w
 
         def run():
             if accumulate:
                 out.zero_()
-            ff.invoke_fused_gemm(self.a, self.w, out, self.topk_weights, *align, top_k=self.spec.top_k,
+            ff.invoke_fused_gemm(self.a, w, out, self.topk_weights, *align, top_k=self.spec.top_k,
                                  config=config, gated=fused and gemm1, accumulate=accumulate,
-                                 persistent=persistent, b_tma=self.spec.b_tma)
+                                 persistent=persistent, b_tma=self.spec.b_tma, interleaved=interleaved)
         return run
 
     def launch(self, config: Config) -> Launch:
         return describe_launch(self.spec, config)
 
 
-VARIANTS = ("previous", "fused", "persistent", "fused-persistent")
+VARIANTS = ("previous", "fused", "fused-il", "persistent", "fused-persistent", "fused-il-persistent")
 
 
 def _variant_flags(variant: str) -> tuple[bool, bool]:
@@ -179,6 +188,12 @@ def _variant_flags(variant: str) -> tuple[bool, bool]:
     return variant.startswith("fused"), variant.endswith("persistent")
 
 
+def _interleaved(spec: MoEGemmSpec, variant: str) -> bool:
+    if "-il" in variant and spec.gemm != 1:
+        raise AdvisorError(f"variant {variant!r} interleaves w1's gate and up rows: GEMM1 only")
+    return "-il" in variant
+
+
 def describe_fused_launch(spec: MoEGemmSpec, config: Config, variant: str, num_sms: int = 132) -> Launch:
     """The Launch of `kernels.fused_moe_fused`'s kernel for a variant other than "previous" (weights
     through TMA as `describe_launch` decides), for AOT compiles and ceilings."""
@@ -186,18 +201,20 @@ def describe_fused_launch(spec: MoEGemmSpec, config: Config, variant: str, num_s
     if not fused and not persistent:
         raise AdvisorError("'previous' is kernels.fused_moe's kernel; use describe_launch")
     gated, accumulate = fused and spec.gemm == 1, fused and spec.gemm == 2
+    interleaved = _interleaved(spec, variant)
     if spec.gemm == 2 and not fused:
         raise AdvisorError("the persistent GEMM2 without the fused sum is not a variant; use 'fused-persistent'")
     dtype = spec.dtype
     b_tma = spec.b_tma if spec.b_tma is not None else True
     bm, bk = config["BLOCK_SIZE_M"], config["BLOCK_SIZE_K"]
     bn_out = config["BLOCK_SIZE_N"] // 2 if gated else config["BLOCK_SIZE_N"]
+    b_rows = bn_out if gated and not interleaved else config["BLOCK_SIZE_N"]
     n_out = spec.n // 2 if gated else spec.n
     em = math.ceil(fm.max_padded_tokens(spec.pairs, spec.num_experts, bm) / bm) * bm
     rows = spec.m if spec.gemm == 1 else spec.pairs
     c_rows, c_dtype = (spec.m, "float32") if accumulate else (spec.pairs, dtype)
     descriptor = (TensorArg("b_desc", (spec.num_experts * spec.n, spec.k), dtype, (spec.k, 1),
-                            (bn_out, bk)),) if b_tma else ()
+                            (b_rows, bk)),) if b_tma else ()
     tensors = (
         TensorArg.contiguous("a_ptr", (rows, spec.k), dtype),
         TensorArg.contiguous("b_ptr", (spec.num_experts, spec.n, spec.k), dtype),
@@ -216,7 +233,8 @@ def describe_fused_launch(spec: MoEGemmSpec, config: Config, variant: str, num_s
                "num_programs": grid[0],
                "stride_am": spec.k, "stride_ak": 1, "stride_be": spec.n * spec.k, "stride_bn": spec.k,
                "stride_bk": 1, "stride_cm": n_out, "stride_cn": 1}
-    constexprs = {"GATED": gated, "ACCUMULATE": accumulate, "MUL_ROUTED_WEIGHT": accumulate,
+    constexprs = {"GATED": gated, "INTERLEAVED": interleaved, "ACCUMULATE": accumulate,
+                  "MUL_ROUTED_WEIGHT": accumulate,
                   "PERSISTENT": persistent, "EVEN_K": spec.k % bk == 0, "B_TMA": b_tma, "compute_type": dtype}
     return Launch(source=str(Path(ff.__file__).resolve()), kernel="fused_moe_fused_kernel", grid=grid,
                   tensors=tensors, scalars=scalars, constexprs=constexprs, config=config)

@@ -42,11 +42,22 @@ GATED_CASES = [
 ]
 
 
-@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
-@pytest.mark.parametrize("b_tma", [False, True], ids=["ptr", "tma"])
+GATED_FORMS = [
+    # w1 layout, weights through TMA, persistent
+    pytest.param(False, False, False, id="halves-ptr-grid"),
+    pytest.param(False, True, False, id="halves-tma-grid"),
+    pytest.param(False, False, True, id="halves-ptr-persistent"),
+    pytest.param(False, True, True, id="halves-tma-persistent"),
+    pytest.param(True, False, False, id="interleaved-ptr-grid"),
+    pytest.param(True, True, True, id="interleaved-tma-persistent"),
+]
+
+
+@pytest.mark.parametrize("interleaved, b_tma, persistent", GATED_FORMS)
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", GATED_CASES)
-def test_gated_gemm_matches_reference(device, m, e, top_k, k, inter, tiles, kind, b_tma, persistent):
-    """GEMM1 with SiLU-and-mul in the epilogue: [pairs, I] = silu(x W_gate^T) * (x W_up^T)."""
+def test_gated_gemm_matches_reference(device, m, e, top_k, k, inter, tiles, kind, interleaved, b_tma, persistent):
+    """GEMM1 with SiLU-and-mul in the epilogue: [pairs, I] = silu(x W_gate^T) * (x W_up^T), reading w1
+    as it comes or gate/up-interleaved (tiles past 2I then read the next expert: NaN when it is idle)."""
     gen, seed = fresh_generator()
     config = make_config(*tiles)
     weights, ids, unused = routing(kind, m, e, top_k, gen)
@@ -55,11 +66,13 @@ def test_gated_gemm_matches_reference(device, m, e, top_k, k, inter, tiles, kind
     full = fused_moe_gemm_reference(a, w, ids, top_k)
     ref = torch.nn.functional.silu(full[:, :inter]) * full[:, inter:]
 
+    if interleaved:
+        w = ff.interleave_gate_up(w)
     a, w, weights, ids = (t.to(device) for t in (a, w, weights, ids))
     align = moe_align_block_size(ids, config["BLOCK_SIZE_M"], e)
     c = torch.full((m * top_k, inter), NAN, dtype=torch.bfloat16, device=device)
     ff.invoke_fused_gemm(a, w, c, weights, *align, top_k=top_k, config=config, gated=True, accumulate=False,
-                         persistent=persistent, b_tma=b_tma)
+                         persistent=persistent, b_tma=b_tma, interleaved=interleaved)
     assert not torch.isnan(c).any(), f"rows or columns left unwritten (seed {seed})"
     err = rel_error(c, ref)
     assert err < TOLERANCE, f"relative error {err:.2e} with {config.label()} (seed {seed})"
@@ -113,11 +126,12 @@ def test_persistent_plain_gemm_matches_reference(device, b_tma):
     assert rel_error(c, ref) < TOLERANCE, f"seed {seed}"
 
 
-@pytest.mark.parametrize("fuse_act, fuse_sum, persistent", [
-    (True, False, False), (False, True, False), (True, True, False), (True, True, True)],
-    ids=["act", "sum", "act+sum", "act+sum+persistent"])
+@pytest.mark.parametrize("fuse_act, fuse_sum, persistent, interleaved", [
+    (True, False, False, False), (False, True, False, False), (True, True, False, False),
+    (True, True, True, False), (True, False, False, True), (True, True, True, True)],
+    ids=["act", "sum", "act+sum", "act+sum+persistent", "act-il", "act-il+sum+persistent"])
 @pytest.mark.parametrize("kind", ["uniform", "hot"])
-def test_fused_layer_matches_reference(monkeypatch, device, fuse_act, fuse_sum, persistent, kind):
+def test_fused_layer_matches_reference(monkeypatch, device, fuse_act, fuse_sum, persistent, interleaved, kind):
     gen, seed = fresh_generator()
     m, e, top_k, h, inter = 29, 8, 2, 64, 48
     weights, ids, unused = routing(kind, m, e, top_k, gen)
@@ -125,7 +139,8 @@ def test_fused_layer_matches_reference(monkeypatch, device, fuse_act, fuse_sum, 
     w1 = random_weights(e, 2 * inter, h, torch.bfloat16, gen, unused)
     w2 = random_weights(e, h, inter, torch.bfloat16, gen, unused)
     ref = fused_moe_reference(hidden, w1, w2, weights, ids)
-    args = [t.to(device) for t in (hidden, w1, w2, weights, ids)]
+    w1_used = ff.interleave_gate_up(w1) if interleaved else w1
+    args = [t.to(device) for t in (hidden, w1_used, w2, weights, ids)]
     real_empty = torch.empty
 
     def poisoned_empty(*shape, **kwargs):
@@ -135,11 +150,23 @@ def test_fused_layer_matches_reference(monkeypatch, device, fuse_act, fuse_sum, 
     with monkeypatch.context() as patch:
         patch.setattr(torch, "empty", poisoned_empty)
         out = ff.fused_moe_fused(*args, config=make_config(16, 64, 32, 2), config2=make_config(32, 32, 32, 1),
-                                 fuse_act=fuse_act, fuse_sum=fuse_sum, persistent=persistent)
+                                 fuse_act=fuse_act, fuse_sum=fuse_sum, persistent=persistent,
+                                 w1_interleaved=interleaved)
     assert out.shape == (m, h) and out.dtype == torch.bfloat16
     assert not torch.isnan(out).any(), f"NaN in the layer output (seed {seed})"
     err = rel_error(out, ref)
     assert err < TOLERANCE, f"relative error {err:.2e} (seed {seed})"
+
+
+def test_interleave_gate_up():
+    w1 = torch.arange(2 * 6 * 3, dtype=torch.float32).reshape(2, 6, 3)
+    il = ff.interleave_gate_up(w1)
+    assert il.shape == w1.shape and il.is_contiguous()
+    for e in range(2):
+        for j in range(3):
+            assert torch.equal(il[e, 2 * j], w1[e, j]) and torch.equal(il[e, 2 * j + 1], w1[e, 3 + j])
+    with pytest.raises(AdvisorError, match="even"):
+        ff.interleave_gate_up(torch.zeros(2, 5, 3))
 
 
 def test_fused_gemm_rejects_bad_operands(device):
@@ -164,6 +191,9 @@ def test_fused_gemm_rejects_bad_operands(device):
         call(a, w1, torch.zeros(4, 64, **bf))
     with pytest.raises(AdvisorError, match="hidden sizes differ"):
         call(torch.zeros(2, 48, **bf), w1, torch.zeros(4, 32, **bf))
+    with pytest.raises(AdvisorError, match="gated=True"):
+        ff.invoke_fused_gemm(a, w1, torch.zeros(4, 64, **bf), weights, *align, top_k=2, config=config, gated=False,
+                             accumulate=False, interleaved=True)
 
 
 def test_persistent_grid_covers_the_sms_and_no_more_than_the_tiles():
@@ -182,6 +212,7 @@ def test_persistent_grid_covers_the_sms_and_no_more_than_the_tiles():
 # Each variant compiles for sm_90 (Hopper: wgmma, TMA), with 4 and 8 warps, without spilling.
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("gemm, variant", [(1, "fused"), (1, "fused-persistent"), (1, "persistent"),
+                                           (1, "fused-il"), (1, "fused-il-persistent"),
                                            (2, "fused"), (2, "fused-persistent")])
 @pytest.mark.parametrize("warps", [4, 8], ids=["w4", "w8"])
 def test_variant_compiles_for_sm90(gemm, variant, warps):
