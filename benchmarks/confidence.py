@@ -29,12 +29,15 @@ from advisor.model.features import FEATURES  # noqa: E402
 from advisor.model.predict import MODEL_DIR, train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+FILE_FEATURES: list[str] = list(FEATURES)  # the features of the file read_features read
 
 
 def read_features(path: Path) -> Dataset:
-    """The feature rows `advisor train --features-out` wrote, as a Dataset."""
+    """The feature rows `advisor train --features-out` wrote, as a Dataset (rows of all FEATURES: a feature
+    the file predates is 0, and the models here are trained on the file's features only, `FILE_FEATURES`)."""
     rows = read_results(path)
-    x = np.array([[float(r[f]) for f in FEATURES] for r in rows], dtype=np.float32)
+    FILE_FEATURES[:] = [f for f in FEATURES if rows and f in rows[0]]
+    x = np.array([[float(r.get(f, 0.0)) for f in FEATURES] for r in rows], dtype=np.float32)
     ceiling = np.array([float(r["ceiling_us"]) for r in rows])
     measured = np.array([float(r["measured_us"]) for r in rows])
     return Dataset(x, np.log(measured / ceiling), ceiling, measured, [r["gpu"] for r in rows],
@@ -48,7 +51,7 @@ def held_out(data: Dataset, masks: list[np.ndarray]) -> tuple[np.ndarray, np.nda
         if mask.all() or not mask.any():
             continue
         train_part = data.subset(~mask)
-        model = train(train_part)
+        model = train(train_part, features=FILE_FEATURES)
         test = data.subset(mask)
         m, a, b = model.predict_us(test.ceiling_us, test.x)
         mid[mask], lo[mask], hi[mask] = m, a, b
