@@ -99,6 +99,11 @@ class LatencyModel:
         intervals = self.meta.get("intervals")
         if intervals:
             factor = np.where(self.outside(x), intervals["scale_outside"], intervals["scale"])
+            if intervals.get("scale_generic"):
+                # A launch whose work comes from the generic path (any kernel not shipped here): the
+                # factor found on libraries the model never saw (benchmarks/corpus/check_model.py).
+                generic = np.asarray(x)[:, FEATURES.index("generic_path")] > 0.5
+                factor = np.where(generic, intervals["scale_generic"], factor)
             lo, hi = widen(mid, lo, hi, factor)
         # A launch cannot beat its ceiling: the ratio is at least 1.
         ratio = lambda v: np.exp(np.maximum(v, 0.0))  # noqa: E731

@@ -302,10 +302,58 @@ def leave_one_family_out(shipped, rows: list[dict], variant) -> dict[str, dict]:
     return out
 
 
+def level_baseline(rows: list[dict]) -> dict[str, float]:
+    """MAPE per held-out library of the simplest transfer: the ceiling times the median measured / ceiling
+    of the other libraries' points (no model, no features)."""
+    out = {}
+    for lib in LIBRARIES:
+        train_y = [math.log(r["measured_us"] / r["ceiling_us"]) for r in rows if r["library"] != lib]
+        test = [r for r in rows if r["library"] == lib]
+        if test and train_y:
+            level = math.exp(max(statistics.median(train_y), 0.0))
+            out[lib] = float(np.mean([abs(r["ceiling_us"] * level / r["measured_us"] - 1) for r in test]))
+    return out
+
+
+def generic_interval(model, rows: list[dict]) -> tuple[dict[str, dict], float]:
+    """The shipped model's band on generic-path launches: per held-out library, the conformal factor found
+    on the other libraries' points and the coverage it gives on the library's; and the factor of all."""
+    from advisor.model.confidence import band_scores, conformal_scale
+
+    mid, lo, hi = model.predict_log_ratio(matrix(rows))
+    ceiling = np.array([r["ceiling_us"] for r in rows])
+    measured = np.array([r["measured_us"] for r in rows])
+    scores = band_scores(ceiling * np.exp(mid), ceiling * np.exp(lo), ceiling * np.exp(hi), measured)
+    lib = np.array([r["library"] for r in rows])
+    out = {}
+    for name in LIBRARIES:
+        if (lib == name).any():
+            factor = conformal_scale(scores[lib != name])
+            out[name] = {"factor": factor, "coverage": float((scores[lib == name] <= factor).mean()),
+                         "points": int((lib == name).sum())}
+    covered = sum(v["coverage"] * v["points"] for v in out.values())
+    out["all"] = {"factor": math.nan, "points": len(rows), "coverage": float(covered / len(rows))}
+    return out, conformal_scale(scores)
+
+
+def write_generic_interval(factor: float, points: int) -> Path:
+    from advisor.model.predict import MODEL_DIR
+
+    path = MODEL_DIR / "latency_meta.json"
+    meta = json.loads(path.read_text())
+    meta.setdefault("intervals", {})["scale_generic"] = round(factor, 4)
+    meta["intervals"]["generic_split"] = {"points": points, "method": "split conformal on the corpus's timed points "
+                                          "(benchmarks/corpus/check_model.py --write-interval)"}
+    path.write_text(json.dumps(meta, indent=2) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-lolo", action="store_true", help="skip leave-one-library-out")
     parser.add_argument("--no-lofo", action="store_true", help="skip leave-one-family-out")
+    parser.add_argument("--write-interval", action="store_true",
+                        help="store the generic-path interval factor in the shipped model's meta")
     args = parser.parse_args(argv)
     import advisor.model.predict as predict_module
     from advisor.model.predict import LatencyModel
@@ -324,7 +372,16 @@ def main(argv: list[str] | None = None) -> int:
     by_lib = lambda rs: {lib: figures([r for r in rs if lib in ("all", r["library"])])  # noqa: E731
                          for lib in (*LIBRARIES, "all")}
     table("shipped model on the corpus (H100):", by_lib(shipped_rows))
+    print("\nceiling x the median measured / ceiling of the other libraries (no model), MAPE: "
+          + ", ".join(f"{lib} {v:.1%}" for lib, v in level_baseline(rows).items()))
     written = [{**r, "model": "shipped"} for r in shipped_rows]
+    per_lib, factor = generic_interval(shipped_model, rows)
+    print("\nshipped model's band on generic-path launches, widened by the factor of the other libraries "
+          "(held-out coverage): " + ", ".join(f"{k} x{v['factor']:.2f} -> {v['coverage']:.0%}"
+                                              for k, v in per_lib.items() if k != "all")
+          + f"; all libraries: factor {factor:.2f}")
+    if args.write_interval:
+        print(f"wrote scale_generic {factor:.4f} to {write_generic_interval(factor, len(rows))}")
 
     variants = _variants()
     chosen: dict = {}
