@@ -169,6 +169,12 @@ def summarize_advice(groups: dict[str, list[dict]]) -> None:
         if a and m:
             rows[key.split("/")[0]].append((a, t, m))
     rows["all"] = [x for v in list(rows.values()) for x in v]
+    sizes = sorted(len(g) for g in complete.values())
+    big = [advise(g, MEASURE) for g in complete.values() if len(g) > MEASURE + 1]
+    big = [x for x in big if x]
+    print(f"(configs per launch: median {sizes[len(sizes) // 2]}, range {sizes[0]}-{sizes[-1]}; on the "
+          f"{len(big)} launches with more than {MEASURE + 1} configs, measure {MEASURE} is within 1.02x of the "
+          f"best on {np.mean([x['vs_best'] <= 1.02 for x in big]):.0%})")
     for lib, res in rows.items():
         a, t, m = ([x[i] for x in res] for i in range(3))
         print(f"| {lib} | {len(res)} | {np.mean([x['changed'] for x in a]):.0%} | "
