@@ -27,10 +27,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from advisor.model.dataset import Dataset, load_sweeps, shape_folds  # noqa: E402
-from advisor.model.features import FEATURES, TRANSFER_FEATURES  # noqa: E402
+from advisor.model.features import DEFAULT_FEATURES, FEATURES  # noqa: E402
 from advisor.model.predict import train as _train  # noqa: E402
 
-TRAINING = {"features": [f for f in FEATURES if f not in TRANSFER_FEATURES], "extra": None}
+TRAINING = {"features": list(DEFAULT_FEATURES), "extra": None}
 
 
 def train(part: Dataset):

@@ -38,6 +38,10 @@ TRANSFER_FEATURES: tuple[str, ...] = (
     "generic_path", "note_counted_once", "note_data_dependent", "note_uneven_ctas", "log_spill",
 )
 FEATURES = FEATURES + TRANSFER_FEATURES
+# What `advisor train` fits on unless told otherwise: the features of the shipped model. Held out by
+# library, the transfer features did not help on the corpus (benchmarks/RESULTS.md section 14: an inner
+# leave-one-library-out chose them for 1 of 4 libraries), so they are opt-in until they do.
+DEFAULT_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if f not in TRANSFER_FEATURES)
 
 # Loaded DRAM latency assumed for the latency-bandwidth product. Only its order matters: within one GPU
 # a constant factor shifts the feature by a constant, which a tree split does not see.

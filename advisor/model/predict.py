@@ -20,7 +20,7 @@ import numpy as np
 
 from advisor.model.confidence import OUTSIDE_QUANTILE, SUPPORT_FILE, Support, fit_support, widen
 from advisor.model.dataset import Dataset
-from advisor.model.features import FEATURES, feature_row
+from advisor.model.features import DEFAULT_FEATURES, FEATURES, feature_row
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU
 
@@ -183,7 +183,7 @@ PARAMS = {"max_depth": 6, "eta": 0.08, "subsample": 0.8, "colsample_bytree": 0.8
 ROUNDS = 300
 
 
-def train(data: Dataset, rounds: int = ROUNDS, features: Sequence[str] = FEATURES,
+def train(data: Dataset, rounds: int = ROUNDS, features: Sequence[str] = DEFAULT_FEATURES,
           weights: np.ndarray | None = None) -> LatencyModel:
     """The median and quantile boosters on `data` (rows of all FEATURES), using `features` of them, each
     row weighted by `weights` (None: equally; `advisor.model.dataset.balanced_weights` keeps a few

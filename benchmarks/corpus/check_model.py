@@ -50,9 +50,9 @@ EXTRA = DATA / "ceilings_extra.jsonl"
 
 
 def _variants() -> dict[str, tuple[tuple[str, ...], float]]:
-    from advisor.model.features import FEATURES, TRANSFER_FEATURES
+    from advisor.model.features import DEFAULT_FEATURES, FEATURES
 
-    base = tuple(f for f in FEATURES if f not in TRANSFER_FEATURES)
+    base = DEFAULT_FEATURES
     return {f"{name}, weight power {power:g}": (features, power)
             for name, features in (("shipped features", base), ("transfer features", FEATURES))
             for power in (0.0, 0.5, 1.0)}
