@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from advisor.model.dataset import Dataset, load_sweeps, shape_folds  # noqa: E402
 from advisor.model.features import DEFAULT_FEATURES, FEATURES  # noqa: E402
+from advisor.model.held_out import held_out_predictions  # noqa: E402
 from advisor.model.predict import train as _train  # noqa: E402
 
 TRAINING = {"features": list(DEFAULT_FEATURES), "extra": None}
@@ -128,26 +129,15 @@ def main(argv=None) -> int:
     results: dict = {"rows": len(data), "shapes": len(set(data.group)), "seen": {}, "unseen": {}}
     print(f"{len(data)} rows, {len(set(data.group))} shapes, GPUs {sorted(set(data.gpu))}")
 
-    per_gpu_pred: dict[str, list] = defaultdict(list)
-    for fold in shape_folds(data, args.folds):
-        if fold.all() or not fold.any():
-            continue
-        model = train(data.subset(~fold))
-        test = data.subset(fold)
-        predicted, _, _ = model.predict_us(test.ceiling_us, test.x)
-        families = np.array([g.split("/")[0] for g in test.group])
-        for gpu in set(test.gpu):
-            for family in set(families):
-                mask = (np.array(test.gpu) == gpu) & (families == family)
-                if mask.any():
-                    per_gpu_pred[f"{gpu} / {family}"].append((test.subset(mask), predicted[mask]))
-    for gpu, parts in per_gpu_pred.items():
-        test = Dataset(np.concatenate([p[0].x for p in parts]), np.concatenate([p[0].y for p in parts]),
-                       np.concatenate([p[0].ceiling_us for p in parts]),
-                       np.concatenate([p[0].measured_us for p in parts]), sum((p[0].gpu for p in parts), []),
-                       sum((p[0].group for p in parts), []), sum((p[0].case for p in parts), []))
-        predicted = np.concatenate([p[1] for p in parts])
-        results["seen"][gpu] = {"model": metrics(test, predicted), "ceiling_only": metrics(test, test.ceiling_us)}
+    predicted, _, _ = held_out_predictions(data, shape_folds(data, args.folds), train)
+    families = np.array([g.split("/")[0] for g in data.group])
+    for gpu in sorted(set(data.gpu)):
+        for family in sorted(set(families)):
+            mask = (gpus == gpu) & (families == family) & ~np.isnan(predicted)
+            if mask.any():
+                test = data.subset(mask)
+                results["seen"][f"{gpu} / {family}"] = {"model": metrics(test, predicted[mask]),
+                                                        "ceiling_only": metrics(test, test.ceiling_us)}
 
     names = sorted(set(data.gpu))
     if len(names) == 2:

@@ -185,18 +185,17 @@ def held_out_by_origin(data, origins: list[str], variant, band: bool = True):
     """Predictions (us) of every row of `origins`, each from a model trained without its origin: median,
     low, high (without `band`: the median three times)."""
     from advisor.model.dataset import origin
+    from advisor.model.held_out import held_out_predictions
 
     of = np.array([origin(g) for g in data.group])
-    mid, lo, hi = (np.full(len(data), np.nan) for _ in range(3))
-    for o in origins:
-        test = of == o
-        if band:
-            m, a, b = predictions(fit(data.subset(~test), variant), data.subset(test))
-        else:
-            m = a = b = data.ceiling_us[test] * np.exp(np.maximum(
-                median_log_ratio(data.subset(~test), data.subset(test), variant), 0.0))
-        mid[test], lo[test], hi[test] = m, a, b
-    return mid, lo, hi
+    masks = [of == o for o in origins]
+    if band:
+        return held_out_predictions(data, masks, lambda part: fit(part, variant))
+    mid = np.full(len(data), np.nan)
+    for test in masks:
+        mid[test] = data.ceiling_us[test] * np.exp(np.maximum(
+            median_log_ratio(data.subset(~test), data.subset(test), variant), 0.0))
+    return mid, mid, mid
 
 
 def choose(train_data, inner: list[str], variants: dict) -> tuple[str, float, dict]:
