@@ -105,6 +105,8 @@ def transfer_features(ceiling: Ceiling, demand: Demand, spec: GPUSpec) -> dict[s
     active = max(ceiling.active_ctas, 1)
     # CTAs resident on the busiest SM at once: its occupancy, or fewer when the grid is small.
     resident = min(max(ceiling.ctas_per_sm, 1), math.ceil(active / spec.sms))
+    # Bytes in flight, by proxy: the DRAM bytes of the CTAs resident on one SM (how a CTA's bytes spread
+    # over its main-loop iterations is not in the demand).
     dram_per_cta = demand.dram_bytes / active
     lbp = spec.dram_tbs * 1e12 / spec.sms * _DRAM_LATENCY_S  # bytes one SM must have in flight to stream
     instructions = _instructions(demand)
@@ -114,6 +116,8 @@ def transfer_features(ceiling: Ceiling, demand: Demand, spec: GPUSpec) -> dict[s
     expected = demand.expected
     spread = 0.0
     if expected is not None:
+        # Warp instructions and bytes / 32 (a warp's 32 lanes) on one scale: how much more work the generic
+        # path expects than the floor it can prove.
         floor_work = _instructions(demand) + demand.dram_bytes / 32
         spread = math.log(max(_instructions(expected) + expected.dram_bytes / 32, 1.0) / max(floor_work, 1.0))
     notes = " ".join(ceiling.notes)
