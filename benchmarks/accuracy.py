@@ -8,6 +8,10 @@ on every H200 row, and the reverse. Per split: MAPE of predicted_us, 90th percen
 between predicted and measured across the configs of each case (median over cases), and top-1
 regret (measured time of the predicted-best config / measured best, per case). The ceiling alone
 (predicted_us = ceiling_us) is shown as the baseline.
+
+`--features shipped` (default) trains on the 41 features of RESULTS section 8, `transfer` on all of
+`advisor.model.features.FEATURES`; `--corpus` adds the corpus's evaluated points (every library,
+`benchmarks/corpus/check_model.corpus_rows`) to every training set, never to a test set.
 """
 
 from __future__ import annotations
@@ -23,7 +27,21 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from advisor.model.dataset import Dataset, load_sweeps, shape_folds  # noqa: E402
-from advisor.model.predict import train  # noqa: E402
+from advisor.model.features import DEFAULT_FEATURES, FEATURES  # noqa: E402
+from advisor.model.held_out import held_out_predictions  # noqa: E402
+from advisor.model.predict import train as _train  # noqa: E402
+
+TRAINING = {"features": list(DEFAULT_FEATURES), "extra": None}
+
+
+def train(part: Dataset):
+    """The model of a training split, with the features and the extra training rows chosen in main."""
+    if TRAINING["extra"] is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "corpus"))
+        from check_model import joined
+
+        part = joined(part, TRAINING["extra"])
+    return _train(part, features=TRAINING["features"])
 
 
 def _ranks(v: np.ndarray) -> np.ndarray:
@@ -91,32 +109,35 @@ def main(argv=None) -> int:
     parser.add_argument("--tune", nargs="+", default=[],
                         help="short sweeps of one GPU for the calibration tier: train on the other GPU, fine-tune "
                              "on these (advisor.model.predict.fine_tune), test on that GPU's other shapes")
+    parser.add_argument("--features", choices=("shipped", "transfer"), default="shipped")
+    parser.add_argument("--corpus", action="store_true", help="add the corpus's points to every training set")
+    parser.add_argument("--threads", type=int, default=None, help="XGBoost threads (default: the model's)")
     args = parser.parse_args(argv)
+    if args.features == "transfer":
+        TRAINING["features"] = list(FEATURES)
+    if args.threads:
+        import advisor.model.predict as predict_module
+
+        predict_module.PARAMS = {**predict_module.PARAMS, "nthread": args.threads}
+    if args.corpus:
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "corpus"))
+        from check_model import corpus_dataset, corpus_rows
+
+        TRAINING["extra"] = corpus_dataset(corpus_rows())
     data = load_sweeps(args.h100 + args.h200)
     gpus = np.array(data.gpu)
     results: dict = {"rows": len(data), "shapes": len(set(data.group)), "seen": {}, "unseen": {}}
     print(f"{len(data)} rows, {len(set(data.group))} shapes, GPUs {sorted(set(data.gpu))}")
 
-    per_gpu_pred: dict[str, list] = defaultdict(list)
-    for fold in shape_folds(data, args.folds):
-        if fold.all() or not fold.any():
-            continue
-        model = train(data.subset(~fold))
-        test = data.subset(fold)
-        predicted, _, _ = model.predict_us(test.ceiling_us, test.x)
-        families = np.array([g.split("/")[0] for g in test.group])
-        for gpu in set(test.gpu):
-            for family in set(families):
-                mask = (np.array(test.gpu) == gpu) & (families == family)
-                if mask.any():
-                    per_gpu_pred[f"{gpu} / {family}"].append((test.subset(mask), predicted[mask]))
-    for gpu, parts in per_gpu_pred.items():
-        test = Dataset(np.concatenate([p[0].x for p in parts]), np.concatenate([p[0].y for p in parts]),
-                       np.concatenate([p[0].ceiling_us for p in parts]),
-                       np.concatenate([p[0].measured_us for p in parts]), sum((p[0].gpu for p in parts), []),
-                       sum((p[0].group for p in parts), []), sum((p[0].case for p in parts), []))
-        predicted = np.concatenate([p[1] for p in parts])
-        results["seen"][gpu] = {"model": metrics(test, predicted), "ceiling_only": metrics(test, test.ceiling_us)}
+    predicted, _, _ = held_out_predictions(data, shape_folds(data, args.folds), train)
+    families = np.array([g.split("/")[0] for g in data.group])
+    for gpu in sorted(set(data.gpu)):
+        for family in sorted(set(families)):
+            mask = (gpus == gpu) & (families == family) & ~np.isnan(predicted)
+            if mask.any():
+                test = data.subset(mask)
+                results["seen"][f"{gpu} / {family}"] = {"model": metrics(test, predicted[mask]),
+                                                        "ceiling_only": metrics(test, test.ceiling_us)}
 
     names = sorted(set(data.gpu))
     if len(names) == 2:

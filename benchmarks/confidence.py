@@ -26,15 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from advisor.model import confidence  # noqa: E402
 from advisor.model.dataset import Dataset, read_results, shape_folds  # noqa: E402
 from advisor.model.features import FEATURES  # noqa: E402
+from advisor.model.held_out import held_out_predictions  # noqa: E402
 from advisor.model.predict import MODEL_DIR, train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+FILE_FEATURES: list[str] = list(FEATURES)  # the features of the file read_features read
 
 
 def read_features(path: Path) -> Dataset:
-    """The feature rows `advisor train --features-out` wrote, as a Dataset."""
+    """The feature rows `advisor train --features-out` wrote, as a Dataset (rows of all FEATURES: a feature
+    the file predates is 0, and the models here are trained on the file's features only, `FILE_FEATURES`)."""
     rows = read_results(path)
-    x = np.array([[float(r[f]) for f in FEATURES] for r in rows], dtype=np.float32)
+    FILE_FEATURES[:] = [f for f in FEATURES if rows and f in rows[0]]
+    x = np.array([[float(r.get(f, 0.0)) for f in FEATURES] for r in rows], dtype=np.float32)
     ceiling = np.array([float(r["ceiling_us"]) for r in rows])
     measured = np.array([float(r["measured_us"]) for r in rows])
     return Dataset(x, np.log(measured / ceiling), ceiling, measured, [r["gpu"] for r in rows],
@@ -43,17 +47,14 @@ def read_features(path: Path) -> Dataset:
 
 def held_out(data: Dataset, masks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Predictions (mid, lo, hi in us) of each row by the model trained without its fold; its distance."""
-    mid, lo, hi, dist = (np.zeros(len(data)) for _ in range(4))
-    for i, mask in enumerate(masks):
-        if mask.all() or not mask.any():
-            continue
-        train_part = data.subset(~mask)
-        model = train(train_part)
-        test = data.subset(mask)
-        m, a, b = model.predict_us(test.ceiling_us, test.x)
-        mid[mask], lo[mask], hi[mask] = m, a, b
-        dist[mask] = confidence.fit_support(train_part.x).distance(test.x) / 1.0
+    dist = np.zeros(len(data))
+
+    def fold_done(i: int, train_part: Dataset, test: Dataset) -> None:
+        mask = np.asarray(masks[i], dtype=bool)
+        dist[mask] = confidence.fit_support(train_part.x).distance(test.x)
         print(f"fold {i + 1}/{len(masks)}: {mask.sum()} rows held out", file=sys.stderr)
+
+    mid, lo, hi = held_out_predictions(data, masks, lambda part: train(part, features=FILE_FEATURES), fold_done)
     return mid, lo, hi, dist
 
 

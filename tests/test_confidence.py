@@ -69,7 +69,7 @@ def test_training_rows_are_inside_and_displaced_rows_outside(shipped):
     from advisor.model.features import FEATURES
 
     rows = read_results(FEATURES_CSV)[::97]
-    x = np.array([[float(r[f]) for f in FEATURES] for r in rows])
+    x = np.array([[float(r.get(f, 0.0)) for f in FEATURES] for r in rows])  # a feature newer than the file: 0
     assert shipped.outside(x).mean() < 0.05
     moved = x.copy()
     # The same launches with more work per CTA, more registers and lower occupancy than any training row
@@ -90,6 +90,27 @@ def test_outside_the_data_does_not_go_by_the_kernels_name(shipped):
     named = [dataclasses.replace(c, kernel=name) for name in ("gemm_kernel", "softmax_kernel", "my_kernel")]
     notes = [p["notes"] for p in predict_ceilings(named, shipped, gpu=gpu)]
     assert notes[0] == notes[1] == notes[2]
+
+
+def test_generic_path_launches_get_the_band_found_on_unseen_libraries(shipped):
+    from advisor.advice.ceiling import family_ceiling
+    from advisor.model.features import FEATURES, feature_row
+    from ceilings.launch import Config
+
+    intervals = shipped.meta["intervals"]
+    assert intervals["scale_generic"] > intervals["scale_outside"]  # unseen libraries miss by more
+    gpu = resolve_gpu("h100")
+    c = family_ceiling("kernels/gemm.py", "4096,4096,4096", gpu)
+    row = feature_row(c, c.demand, Config.from_dict(c.config), gpu.spec)
+    exact = np.array([[row[f] for f in FEATURES]], dtype=np.float32)
+    generic = exact.copy()
+    generic[0, FEATURES.index("generic_path")] = 1.0
+    mid, _, hi = shipped.predict_us(np.array([c.ceiling_us]), exact)
+    gmid, _, ghi = shipped.predict_us(np.array([c.ceiling_us]), generic)
+    assert gmid[0] == pytest.approx(mid[0])  # the same prediction, a wider band
+    scale = intervals["scale_outside"] if shipped.outside(exact)[0] else intervals["scale"]
+    assert np.log(ghi[0] / gmid[0]) == pytest.approx(np.log(hi[0] / mid[0]) * intervals["scale_generic"] / scale,
+                                                     rel=1e-3)
 
 
 def _gemm_advice(speedup: float, measured: int = 0, outside: bool = False):

@@ -49,6 +49,18 @@ def test_a_slope_is_learned_from_four_points_and_shrunk():
     assert 1.0 < c.slope < 2.0
 
 
+def test_a_slope_on_the_log_ceiling_is_learned_when_asked():
+    # The model right up to a level that grows with the ceiling: measured = ceiling^1.2 x exp(p).
+    ceilings = [5.0, 20.0, 80.0]
+    points = [kc.Point({"i": i}, "L", c, 0.3, c * math.exp(0.3) * c ** 0.2, "") for i, c in enumerate(ceilings)]
+    plain, sloped = kc.fit(points), kc.fit(points, slope_on_ceiling=True)
+    assert plain.ceiling_slope == 0.0 and 0.0 < sloped.ceiling_slope < 0.2  # shrunk toward 0
+    other = 200.0
+    truth = math.log(other ** 0.2) + 0.3
+    err = lambda c: abs(float(c.log_ratio(np.array([0.3]), np.array([math.log(other)]))[0]) - truth)  # noqa: E731
+    assert err(sloped) < err(plain)
+
+
 def test_timings_are_kept_per_kernel_source_and_gpu(cache, tmp_path):
     src = tmp_path / "k.py"
     src.write_text("# a kernel\n")

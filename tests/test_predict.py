@@ -41,6 +41,37 @@ def test_feature_row_of_a_known_launch():
     assert tile_sizes(Config({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8}))["tile_n"] == 32
 
 
+def test_transfer_features_describe_the_work_and_the_generic_paths_caveats():
+    import dataclasses
+
+    spec = MoEGemmSpec(8, 2, 4096, 14336, 1024)
+    config = cfg(128, 256, 64, 16, 8, 3)
+    demand = moe_gemm_demand(spec, config, counts=[256] * 8)
+    rates = rates_for("h100", use_calibration=False)
+    c = roofline(demand, rates, config.to_dict())
+    exact = feature_row(c, demand, config, get_spec("h100"))
+    assert exact["generic_path"] == 0.0 and exact["log_expected_over_floor"] == 0.0
+    assert not any(exact[f] for f in ("note_counted_once", "note_data_dependent", "note_uneven_ctas"))
+    resident = min(c.ctas_per_sm, -(-c.active_ctas // 132))
+    assert exact["occupancy_warps"] == pytest.approx(resident * 8 / 64)
+    assert 0.0 <= exact["share_second"] <= 1.0 <= exact["share_sum"]
+    # The same work as the generic path would report it: a floor under an expected demand twice as large,
+    # a loop bound read from memory and a spin-wait loop counted once.
+    expected = dataclasses.replace(demand, dram_bytes=2 * demand.dram_bytes,
+                                   instructions_per_cta={k: 2 * v for k, v in demand.instructions_per_cta.items()})
+    generic = dataclasses.replace(
+        demand, source="generic (SASS x evaluated control flow)", expected=expected,
+        notes=["loop at line 12: bound depends on memory or loop-carried values: the floor counts it 0 times, "
+               "the expected work once", "1 spin-wait loop(s) counted once per entry"])
+    g = feature_row(roofline(generic, rates, config.to_dict()), generic, config, get_spec("h100"))
+    assert g["generic_path"] == 1.0 and g["note_counted_once"] == 1.0 and g["note_data_dependent"] == 1.0
+    assert g["note_uneven_ctas"] == 0.0
+    assert g["log_expected_over_floor"] == pytest.approx(np.log(2.0), rel=1e-3)
+    # Nothing of the kernel's name: a renamed kernel has the same row.
+    renamed = dataclasses.replace(generic, kernel="softmax_kernel")
+    assert feature_row(roofline(renamed, rates, config.to_dict()), renamed, config, get_spec("h100")) == g
+
+
 def _rows(shape, ms, gpu="NVIDIA H100 80GB HBM3"):
     e, top, k, n = shape
     rows = []
@@ -80,6 +111,30 @@ def test_dataset_split_and_training_on_a_small_synthetic_set(tmp_path):
     assert loaded.meta["rows"] == len(data.subset(~folds[0])) and loaded.meta["features"] == list(FEATURES)
 
 
+def test_a_model_on_some_features_reads_full_rows_and_weights_balance_origins():
+    from advisor.model.dataset import balanced_weights, origin
+    from advisor.model.features import TRANSFER_FEATURES
+
+    rows = []
+    for shape in ((8, 2, 512, 1024), (16, 2, 512, 512), (8, 1, 256, 1024)):
+        rows += _rows(shape, (16, 64, 256))
+    data = rows_to_dataset(rows)
+    # Two origins of unequal size: the shipped family's rows and a "corpus library" of a third of them.
+    third = len(data) // 3
+    data.group = [f"corpus/lib/{g}" if i < third else g for i, g in enumerate(data.group)]
+    assert origin(data.group[0]) == "corpus/lib" and origin(data.group[-1]) == "fused_moe_kernel"
+    w = balanced_weights(data, power=1.0)
+    assert w.mean() == pytest.approx(1.0)
+    assert w[:third].sum() == pytest.approx(w[third:].sum())  # each origin alike
+    assert np.allclose(balanced_weights(data, power=0.0), 1.0)
+    base = [f for f in FEATURES if f not in TRANSFER_FEATURES]
+    model = train(data, rounds=20, features=base, weights=w)
+    assert model.features == base and model.meta["weighted"]
+    mid, lo, hi = model.predict_log_ratio(data.x)  # rows of all FEATURES; the model takes its own columns
+    assert mid.shape == (len(data),) and np.all(lo <= mid) and np.all(mid <= hi)
+    assert np.abs(mid - data.y).mean() < 0.2
+
+
 def test_shipped_model_predicts_within_its_interval_and_above_the_ceiling():
     from advisor.advice.moe import gemm_ceiling
     from ceilings.hardware import resolve_gpu
@@ -97,7 +152,7 @@ def test_shipped_model_predicts_within_its_interval_and_above_the_ceiling():
 
 def test_model_from_other_features_is_refused(tmp_path):
     meta = json.loads((MODEL_DIR / "latency_meta.json").read_text())
-    meta["features"] = meta["features"][:-1]
+    meta["features"] = meta["features"] + ["a_feature_this_code_does_not_compute"]
     (tmp_path / "latency_meta.json").write_text(json.dumps(meta))
     from ceilings.errors import AdvisorError
 

@@ -137,6 +137,25 @@ def load_sweeps(paths: Sequence[str | Path]) -> Dataset:
     return rows_to_dataset(rows, [str(p) for p in paths], origins)
 
 
+def origin(group: str) -> str:
+    """Where a row comes from, for weighting and leave-one-out splits: a corpus library ("corpus/liger",
+    groups "corpus/LIBRARY/...") or a shipped family (the kernel, the group's first part)."""
+    parts = group.split("/")
+    return "/".join(parts[:2]) if parts[0] == "corpus" else parts[0]
+
+
+def balanced_weights(data: Dataset, power: float = 0.5) -> np.ndarray:
+    """Row weights (mean 1) under which an origin of n rows carries a total weight proportional to
+    n ** (1 - power): power 0 weights every row alike, 1 every origin alike. Tens of thousands of one
+    family's rows would otherwise decide every split, and a few hundred rows of new kernels none."""
+    origins = [origin(g) for g in data.group]
+    counts: dict[str, int] = {}
+    for o in origins:
+        counts[o] = counts.get(o, 0) + 1
+    w = np.array([counts[o] ** -power for o in origins])
+    return w * (len(w) / w.sum())
+
+
 def shape_folds(data: Dataset, folds: int, seed: int = 0) -> list[np.ndarray]:
     """Test masks of a k-fold split by shape: no shape appears on both sides of a split."""
     groups = sorted(set(data.group))

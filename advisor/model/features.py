@@ -3,6 +3,14 @@
 Every feature is derived from the Ceiling and Demand of the launch (no measurement), so a row can be
 built for any kernel the ceiling covers, on any GPU the spec table knows. Times enter as logs and as
 shares of the ceiling, so one model can serve GPUs of different speeds.
+
+TRANSFER_FEATURES (issue 15) describe the work and the machine, never a kernel's name or family, so
+what the model learns on one library's kernels can apply to another's: occupancy in warps, bytes in
+flight per SM against the latency-bandwidth product, instructions per byte and per warp, the working
+set against the L2, how balanced the pipelines are, how far the generic path's expected work lies above
+its floor, and the generic path's notes as flags (code counted once, control flow that depends on data,
+CTAs of uneven work). A model uses the features its meta names (`LatencyModel.columns`), so a model
+trained before a feature was added keeps working.
 """
 
 from __future__ import annotations
@@ -24,6 +32,27 @@ FEATURES: tuple[str, ...] = (
     "num_warps", "num_stages", "tile_m", "tile_n", "tile_k", "group_m", "wgmma", "log_flops_per_cta",
     "log_intensity", "registers", "log_shared", "sms", "clock_ghz", "dram_tbs", "log_tensor_peak",
 )
+TRANSFER_FEATURES: tuple[str, ...] = (
+    "occupancy_warps", "log_inflight_vs_lbp", "log_instructions_per_byte", "log_instructions_per_warp",
+    "log_working_set_vs_l2", "share_launch", "share_second", "share_sum", "log_expected_over_floor",
+    "generic_path", "note_counted_once", "note_data_dependent", "note_uneven_ctas", "log_spill",
+)
+FEATURES = FEATURES + TRANSFER_FEATURES
+# What `advisor train` fits on unless told otherwise: the features of the shipped model. Held out by
+# library, the transfer features did not help on the corpus (benchmarks/RESULTS.md section 14: an inner
+# leave-one-library-out chose them for 1 of 4 libraries), so they are opt-in until they do.
+DEFAULT_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if f not in TRANSFER_FEATURES)
+
+# Loaded DRAM latency assumed for the latency-bandwidth product. Only its order matters: within one GPU
+# a constant factor shifts the feature by a constant, which a tree split does not see.
+_DRAM_LATENCY_S = 600e-9
+_ISSUE_PIPES = ("fma", "alu", "xu", "lsu")
+# Phrases of the generic path's notes (ceilings/demand.py, sass.py, sass_map.py), as flags.
+_NOTE_FLAGS = {
+    "note_counted_once": ("counted once", "counts it 0 times", "counts what follows 0 times"),
+    "note_data_dependent": ("depends on memory", "not determined by the launch"),
+    "note_uneven_ctas": ("trip count from program ids", "exit condition evaluated per CTA"),
+}
 
 
 def _log(x: float | None) -> float:
@@ -62,4 +91,49 @@ def feature_row(ceiling: Ceiling, demand: Demand, config: Config, spec: GPUSpec)
         "sms": float(spec.sms), "clock_ghz": spec.boost_clock_ghz, "dram_tbs": spec.dram_tbs,
         "log_tensor_peak": _log(spec.peak_tensor_tflops(demand.tensor_dtype)),
     })
+    row.update(transfer_features(ceiling, demand, spec))
     return {name: float(row[name]) for name in FEATURES}
+
+
+def _instructions(demand: Demand) -> float:
+    return sum(demand.instructions(p) for p in _ISSUE_PIPES)
+
+
+def transfer_features(ceiling: Ceiling, demand: Demand, spec: GPUSpec) -> dict[str, float]:
+    """The TRANSFER_FEATURES of a launch (module docstring)."""
+    c = ceiling.ceiling_us
+    active = max(ceiling.active_ctas, 1)
+    # CTAs resident on the busiest SM at once: its occupancy, or fewer when the grid is small.
+    resident = min(max(ceiling.ctas_per_sm, 1), math.ceil(active / spec.sms))
+    # Bytes in flight, by proxy: the DRAM bytes of the CTAs resident on one SM (how a CTA's bytes spread
+    # over its main-loop iterations is not in the demand).
+    dram_per_cta = demand.dram_bytes / active
+    lbp = spec.dram_tbs * 1e12 / spec.sms * _DRAM_LATENCY_S  # bytes one SM must have in flight to stream
+    instructions = _instructions(demand)
+    working_set = demand.working_set_bytes if demand.working_set_bytes is not None else demand.dram_bytes
+    shares = sorted(((t or 0.0) / c if c else 0.0 for p, t in ceiling.pipelines.items()
+                     if p not in ("launch", "l2")), reverse=True)
+    expected = demand.expected
+    spread = 0.0
+    if expected is not None:
+        # Warp instructions and bytes / 32 (a warp's 32 lanes) on one scale: how much more work the generic
+        # path expects than the floor it can prove.
+        floor_work = _instructions(demand) + demand.dram_bytes / 32
+        spread = math.log(max(_instructions(expected) + expected.dram_bytes / 32, 1.0) / max(floor_work, 1.0))
+    notes = " ".join(ceiling.notes)
+    row = {
+        "occupancy_warps": resident * demand.warps_per_cta / spec.max_warps_per_sm,
+        "log_inflight_vs_lbp": _log(resident * dram_per_cta / lbp),
+        "log_instructions_per_byte": _log(32 * instructions / demand.dram_bytes if demand.dram_bytes else 0.0),
+        "log_instructions_per_warp": _log(instructions / active / max(demand.warps_per_cta, 1)),
+        "log_working_set_vs_l2": _log(working_set / spec.l2_bytes if working_set else 0.0),
+        "share_launch": (ceiling.pipelines.get("launch") or 0.0) / c if c else 0.0,
+        "share_second": shares[1] if len(shares) > 1 else 0.0,
+        "share_sum": sum(shares),
+        "log_expected_over_floor": spread,
+        "generic_path": 1.0 if demand.source.startswith("generic") else 0.0,
+        "log_spill": _log(demand.local_bytes),
+    }
+    for flag, phrases in _NOTE_FLAGS.items():
+        row[flag] = 1.0 if any(p in notes for p in phrases) else 0.0
+    return row

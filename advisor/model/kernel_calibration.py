@@ -70,17 +70,25 @@ class Correction:
     center: float
     points: int
     spread: float            # residual sd after correction (log units)
+    ceiling_slope: float = 0.0   # per unit of log ceiling about ceiling_center (fit(slope_on_ceiling=True))
+    ceiling_center: float = 0.0
 
-    def log_ratio(self, p: np.ndarray) -> np.ndarray:
-        return p + self.offset + (self.slope - 1.0) * (p - self.center)
+    def log_ratio(self, p: np.ndarray, log_ceiling: np.ndarray | None = None) -> np.ndarray:
+        out = p + self.offset + (self.slope - 1.0) * (p - self.center)
+        if self.ceiling_slope and log_ceiling is not None:
+            out = out + self.ceiling_slope * (np.asarray(log_ceiling) - self.ceiling_center)
+        return out
 
 
-def fit(points: list[Point]) -> Correction | None:
-    """The correction `points` support (module docstring); None without points."""
+def fit(points: list[Point], slope_on_ceiling: bool = False) -> Correction | None:
+    """The correction `points` support (module docstring); None without points. `slope_on_ceiling`: from
+    2 points on, a slope of the residual on log(ceiling), shrunk toward 0 like the other slope (the
+    generic path's ceiling may be off by a factor that grows with the work, not only by a level)."""
     if not points:
         return None
     p = np.array([pt.model_log_ratio for pt in points])
     r = np.array([math.log(pt.measured_us / pt.ceiling_us) for pt in points])
+    lc = np.log([pt.ceiling_us for pt in points])
     n = len(points)
     offset = float((r - p).sum() / (n + PRIOR_WEIGHT))
     slope, center = 1.0, float(p.mean())
@@ -88,8 +96,13 @@ def fit(points: list[Point]) -> Correction | None:
         ols = float(np.cov(p, r, bias=True)[0, 1] / p.var())
         slope = float(np.clip(1.0 + (ols - 1.0) * n / (n + SLOPE_PRIOR_POINTS), 0.25, 2.0))
         offset = float((r - p - (slope - 1.0) * (p - center)).sum() / (n + PRIOR_WEIGHT))
-    c = Correction(offset, slope, center, n, SIGMA)
-    resid = r - c.log_ratio(p)
+    c = Correction(offset, slope, center, n, SIGMA, 0.0, float(lc.mean()))
+    if slope_on_ceiling and n >= 2 and lc.var() > 1e-4:
+        e = r - c.log_ratio(p) + c.offset
+        ols = float(np.cov(lc, e, bias=True)[0, 1] / lc.var())
+        c.ceiling_slope = float(np.clip(ols * n / (n + SLOPE_PRIOR_POINTS), -1.0, 1.0))
+        c.offset = float((e - c.ceiling_slope * (lc - c.ceiling_center)).sum() / (n + PRIOR_WEIGHT))
+    resid = r - c.log_ratio(p, lc)
     if n >= 3:
         c.spread = max(float(np.sqrt((resid ** 2).sum() / (n - 1))), SIGMA / 2)
     return c
@@ -142,7 +155,7 @@ class KernelTimings:
         c = self.correction()
         if c is None:
             return None
-        mid = c.log_ratio(np.asarray(log_mid))
+        mid = c.log_ratio(np.asarray(log_mid), np.log(np.asarray(ceiling_us, dtype=float)))
         half = Z80 * c.spread * math.sqrt(1.0 + 1.0 / c.points)
         # Until 3 points show the spread, the model's own band width (shifted) is kept.
         if c.points < 3:

@@ -20,7 +20,7 @@ import numpy as np
 
 from advisor.model.confidence import OUTSIDE_QUANTILE, SUPPORT_FILE, Support, fit_support, widen
 from advisor.model.dataset import Dataset
-from advisor.model.features import FEATURES, feature_row
+from advisor.model.features import DEFAULT_FEATURES, FEATURES, feature_row
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU
 
@@ -50,15 +50,27 @@ class LatencyModel:
     meta: dict
     support: Support | None = None  # the training rows' feature space (advisor.model.confidence)
 
+    @property
+    def features(self) -> list[str]:
+        """The features this model was trained on, a subset of FEATURES in their order (a model trained
+        before a feature was added ignores it)."""
+        return list(self.meta.get("features", FEATURES))
+
+    @property
+    def columns(self) -> np.ndarray:
+        """Where the model's features sit in a row of all FEATURES."""
+        return np.array([FEATURES.index(f) for f in self.features], dtype=np.int64)
+
     def _predict(self, model, x: np.ndarray) -> np.ndarray:
         if hasattr(model, "save_raw"):  # an xgboost.Booster, fresh from training
             import xgboost as xgb
 
-            return model.predict(xgb.DMatrix(x, feature_names=list(FEATURES)))
+            return model.predict(xgb.DMatrix(x, feature_names=self.features))
         return model.predict(x)
 
     def predict_log_ratio(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        x = np.asarray(x, dtype=np.float32)
+        """The model's log(predicted / ceiling) and its band; `x` holds rows of all FEATURES."""
+        x = np.asarray(x, dtype=np.float32)[:, self.columns]
         mid = self._predict(self.median, x)
         q = np.asarray(self._predict(self.quantiles, x)).reshape(len(mid), -1)
         lo, hi = np.minimum(q[:, 0], mid), np.maximum(q[:, -1], mid)
@@ -66,7 +78,7 @@ class LatencyModel:
 
     def distance(self, x: np.ndarray) -> np.ndarray | None:
         """Each row's distance to the model's data (None: the model carries no support)."""
-        return None if self.support is None else self.support.distance(x)
+        return None if self.support is None else self.support.distance(np.asarray(x)[:, self.columns])
 
     def outside(self, x: np.ndarray) -> np.ndarray:
         """Whether each row lies outside the model's data (a distance in feature space)."""
@@ -87,6 +99,11 @@ class LatencyModel:
         intervals = self.meta.get("intervals")
         if intervals:
             factor = np.where(self.outside(x), intervals["scale_outside"], intervals["scale"])
+            if intervals.get("scale_generic"):
+                # A launch whose work comes from the generic path (any kernel not shipped here): the
+                # factor found on libraries the model never saw (benchmarks/corpus/check_model.py).
+                generic = np.asarray(x)[:, FEATURES.index("generic_path")] > 0.5
+                factor = np.where(generic, intervals["scale_generic"], factor)
             lo, hi = widen(mid, lo, hi, factor)
         # A launch cannot beat its ceiling: the ratio is at least 1.
         ratio = lambda v: np.exp(np.maximum(v, 0.0))  # noqa: E731
@@ -120,7 +137,7 @@ class LatencyModel:
         if not meta_path.exists():
             raise AdvisorError(f"no trained latency model in {folder}; run `advisor train` first")
         meta = json.loads(meta_path.read_text())
-        if list(meta.get("features", [])) != list(FEATURES):
+        if not meta.get("features") or not set(meta["features"]) <= set(FEATURES):
             raise AdvisorError(f"the model in {folder} was trained on other features; retrain with `advisor train`")
         if boosters is None:
             try:
@@ -166,22 +183,29 @@ PARAMS = {"max_depth": 6, "eta": 0.08, "subsample": 0.8, "colsample_bytree": 0.8
 ROUNDS = 300
 
 
-def train(data: Dataset, rounds: int = ROUNDS) -> LatencyModel:
+def train(data: Dataset, rounds: int = ROUNDS, features: Sequence[str] = DEFAULT_FEATURES,
+          weights: np.ndarray | None = None) -> LatencyModel:
+    """The median and quantile boosters on `data` (rows of all FEATURES), using `features` of them, each
+    row weighted by `weights` (None: equally; `advisor.model.dataset.balanced_weights` keeps a few
+    hundred rows of new kernels from being drowned by tens of thousands of one family's)."""
     xgb = require_xgboost("training the latency model (`advisor train`)")
 
-    m = xgb.DMatrix(data.x, label=data.y, feature_names=list(FEATURES))
+    features = [f for f in FEATURES if f in set(features)]
+    cols = [FEATURES.index(f) for f in features]
+    m = xgb.DMatrix(data.x[:, cols], label=data.y, weight=weights, feature_names=features)
     median = xgb.train({**PARAMS, "objective": "reg:squarederror"}, m, num_boost_round=rounds)
     quantiles = xgb.train({**PARAMS, "objective": "reg:quantileerror", "quantile_alpha": np.array(QUANTILES)}, m,
                           num_boost_round=rounds)
     digests = {}
     for src in data.sources:
-        digests[Path(src).name] = hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16]
-    meta = {"features": list(FEATURES), "target": "log(measured_us / ceiling_us)", "quantiles": list(QUANTILES),
+        if Path(src).is_file():
+            digests[Path(src).name] = hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16]
+    meta = {"features": features, "target": "log(measured_us / ceiling_us)", "quantiles": list(QUANTILES),
             "kernels": sorted({g.split("/")[0] for g in data.group}),
             "rows": len(data), "gpus": sorted(set(data.gpu)), "shapes": len(set(data.group)),
             "data": digests, "trained": dt.date.today().isoformat(), "xgboost": xgb.__version__,
-            "params": PARAMS, "rounds": rounds}
-    support = fit_support(data.x)
+            "params": PARAMS, "rounds": rounds, "weighted": weights is not None}
+    support = fit_support(data.x[:, cols])
     meta["support"] = {"file": SUPPORT_FILE, "rows": int(len(support.rows)), "threshold": round(support.threshold, 4),
                        "quantile": OUTSIDE_QUANTILE}
     # Intervals uncalibrated until benchmarks/confidence.py finds their factors on held-out folds.
@@ -200,7 +224,7 @@ def fine_tune(model: LatencyModel, data: Dataset, rounds: int = TUNE_ROUNDS) -> 
         raise AdvisorError("fine-tuning needs the XGBoost boosters: load the model with boosters=True")
     if len(data) < 20:
         raise AdvisorError(f"{len(data)} measured points are too few to tune on; collect at least 20")
-    m = xgb.DMatrix(data.x, label=data.y, feature_names=list(FEATURES))
+    m = xgb.DMatrix(data.x[:, model.columns], label=data.y, feature_names=model.features)
     params = {**PARAMS, "eta": 0.05}
     median = xgb.train({**params, "objective": "reg:squarederror"}, m, num_boost_round=rounds, xgb_model=model.median)
     quantiles = xgb.train({**params, "objective": "reg:quantileerror", "quantile_alpha": np.array(QUANTILES)}, m,
