@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from advisor.model.dataset import rows_to_dataset, shape_folds
-from advisor.model.features import FEATURES, feature_row, tile_sizes
+from advisor.model.features import DEFAULT_FEATURES, FEATURES, feature_row, tile_sizes
 from advisor.model.predict import MODEL_DIR, LatencyModel, predict_ceilings, train
 from ceilings.hardware import get_spec, rates_for
 from ceilings.launch import Config
@@ -108,7 +108,7 @@ def test_dataset_split_and_training_on_a_small_synthetic_set(tmp_path):
     test = data.subset(folds[0])
     mid, lo, hi = loaded.predict_us(test.ceiling_us, test.x)
     assert np.all(lo <= mid) and np.all(mid <= hi) and np.all(mid >= test.ceiling_us)
-    assert loaded.meta["rows"] == len(data.subset(~folds[0])) and loaded.meta["features"] == list(FEATURES)
+    assert loaded.meta["rows"] == len(data.subset(~folds[0])) and loaded.meta["features"] == list(DEFAULT_FEATURES)
 
 
 def test_a_model_on_some_features_reads_full_rows_and_weights_balance_origins():
