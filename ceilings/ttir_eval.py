@@ -98,6 +98,7 @@ class Region:
     lines: Counter = field(default_factory=Counter)  # source line -> ops directly in this region
     condition: np.ndarray | None = None  # then/else/block: share of its parent's runs it runs in, per CTA
     trips: np.ndarray | None = None      # for: iterations per entry, per CTA (None: unknown)
+    step: int | None = None         # for: the induction variable's step, when one constant for every CTA
     if_op: int | None = None        # then/else: the scf.if both sides belong to
 
 
@@ -334,6 +335,8 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             body = new_region("for", here, line)
             if loop:
                 lb, ub, step = (_get(env, loop.group(k)) for k in ("lb", "ub", "step"))
+                if isinstance(step, np.ndarray) and step.size and np.all(step == np.ravel(step)[0]):
+                    regions[body].step = int(np.ravel(step)[0])  # SASS unrolling shows as a multiple of it
                 if all(isinstance(v, np.ndarray) for v in (lb, ub, step)) and np.all(step > 0):
                     trips = np.maximum(0, -((lb - ub) // step))
                     regions[body].trips = _per_cta(trips, expanded, evaluated)

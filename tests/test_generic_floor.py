@@ -90,6 +90,20 @@ def test_an_unrolled_loop_and_its_remainder_count_the_trips_once(cols):
     assert old.per_pipe["lsu"] >= 3.9 * cols
 
 
+@pytest.mark.parametrize("trips", [32, 33, 35])
+def test_a_loop_unrolled_without_a_remainder_loop_counts_each_iteration_once(trips):
+    # 128 columns a trip, one fp32 element per thread: one load a warp per trip, and the store. ptxas
+    # unrolls the loop 4x and peels up to 3 copies of the body out after it (no remainder loop).
+    one = launch("blocked_sum", (1,), (1, 128 * trips), {"n_cols": 128 * trips}, block=128)
+    d = generic_demand(one)
+    assert d.instructions("lsu") / WARPS == trips + 1
+    assert d.expected.instructions("lsu") / WARPS == trips + 1
+    assert any("unrolled 4x without a remainder loop" in n for n in d.notes)
+    # Weighted by the full trip count, the unrolled loop counted each load 4 times.
+    old = count_instructions(compile_launch(one).sass, "blocked_sum", [trips])
+    assert old.per_pipe["lsu"] >= 4 * trips
+
+
 def test_the_64_bit_remainder_slow_path_is_not_counted():
     one = launch("wide_remainder", (4,), (4, BLOCK), {"n_cols": 1000})
     compiled = compile_launch(one)
