@@ -44,8 +44,8 @@ FLOOR_SHARE = 0.97
 LAUNCH_US = 1.0912  # the calibrated launch floor (ceilings/calibration/NVIDIA_H100_80GB_HBM3.json)
 # How many times `sm__inst_executed_pipe_tensor.sum` counts a warpgroup MMA per warp that issues it. In the
 # corpus's ncu rows, on 15 of the 16 launches with warpgroup MMAs, tensor_op_gmma == tensor_op_hmma ==
-# pipe_tensor: the two sub-counters overlap, and pipe_tensor counts each HGMMA once. (benchmarks/ncu_pipes.py
-# sums tensor_op_gmma and tensor_op_hmma, which would explain the "twice" it reports.)
+# pipe_tensor: the two sub-counters overlap, and pipe_tensor counts each HGMMA once (benchmarks/ncu_pipes.py
+# summed the two sub-counters, hence its former "twice"; it compares with pipe_tensor now).
 WGMMA_NCU_FACTOR = 1
 
 

@@ -10,7 +10,7 @@ trivially right and counted apart ("cells with work" excludes it). Both answers 
 checked: the floor the ceiling uses and the expected work the model sees.
 
 The tensor cell compares with `sm__inst_executed_pipe_tensor.sum`, which counts a warpgroup MMA once per
-warp (check_ceiling.WGMMA_NCU_FACTOR says why, against benchmarks/ncu_pipes.py's "twice").
+warp (check_ceiling.WGMMA_NCU_FACTOR says why).
 
     python benchmarks/corpus/check_ncu.py [--per-library N] [--budget-s S] [--no-eval]
 
