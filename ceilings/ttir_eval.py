@@ -48,13 +48,14 @@ MAX_CTAS = 1 << 17
 MAX_ITERATIONS = 256        # loops up to this many trips are evaluated once per iteration...
 MAX_ITERATION_CELLS = 1 << 22  # ... while iterations x CTAs stays below this
 
-_ARG = re.compile(r"%(?P<name>[\w$.]+)\s*:\s*(?P<type>[^,()]+?)(?:\s+loc\(|,|$)")
-_DEF = re.compile(r"^\s*%(?P<res>[\w$.]+)(?::\d+)?\s*=\s*(?P<op>[\w.\"]+)\s*(?P<rest>.*)$")
+# SSA names may hold '-' (MLIR's id-punct: Triton names a constant -1 `%c-1_i32`).
+_ARG = re.compile(r"%(?P<name>[\w$.-]+)\s*:\s*(?P<type>[^,()]+?)(?:\s+loc\(|,|$)")
+_DEF = re.compile(r"^\s*%(?P<res>[\w$.-]+)(?::\d+)?\s*=\s*(?P<op>[\w.\"]+)\s*(?P<rest>.*)$")
 _STMT = re.compile(r"^\s*(?P<op>[a-z_]+\.[\w.]+)\s*(?P<rest>.*)$")
-_VALUE = re.compile(r"%[\w$.#]+")
-_FOR = re.compile(r"scf\.for\s+%(?P<iv>[\w$.]+)\s*=\s*(?P<lb>%[\w$.#]+)\s+to\s+(?P<ub>%[\w$.#]+)\s+step\s+"
-                  r"(?P<step>%[\w$.#]+)")
-_ITER_ARGS = re.compile(r"%(?P<arg>[\w$.]+)\s*=\s*(?P<init>%[\w$.#]+)")
+_VALUE = re.compile(r"%[\w$.#-]+")
+_FOR = re.compile(r"scf\.for\s+%(?P<iv>[\w$.-]+)\s*=\s*(?P<lb>%[\w$.#-]+)\s+to\s+(?P<ub>%[\w$.#-]+)\s+step\s+"
+                  r"(?P<step>%[\w$.#-]+)")
+_ITER_ARGS = re.compile(r"%(?P<arg>[\w$.-]+)\s*=\s*(?P<init>%[\w$.#-]+)")
 _LOC_ALIAS = re.compile(r"^#(?P<name>loc\d*)\s*=\s*loc\((?P<body>.*)\)\s*$")
 _LOC_TAIL = re.compile(r"loc\((?P<body>#loc\d*|\".*)\)\s*$")
 _BLOCK_LABEL = re.compile(r"^\s*\^(?P<label>bb\d+)")

@@ -76,6 +76,15 @@ def test_a_grid_stride_loop_gets_its_trip_count_per_cta():
     assert loop_trip_counts(ttgir, {"n_rows": 1000, "n_cols": BLOCK}) == [None]
 
 
+def test_a_loop_run_backwards_gets_its_trip_count():
+    d = generic_demand(launch("reversed_rows", (1,), (100, BLOCK), {"n_rows": 100, "n_cols": BLOCK}))
+    # One MUFU.EX2 per element of each of the 100 rows, and up to 3 rows' worth from copies of the body
+    # that ptxas peels out of its unrolled loops (counted once per entry); unknown, the floor had none.
+    rows = d.instructions("xu") / (BLOCK / 32)
+    assert 100 <= rows <= 103
+    assert not any("bound depends on memory" in n for n in d.notes)
+
+
 @pytest.mark.parametrize("cols", [1000, 1003])
 def test_an_unrolled_loop_and_its_remainder_count_the_trips_once(cols):
     one = launch("scalar_sum", (1,), (1, cols), {"n_cols": cols})
