@@ -89,6 +89,11 @@ class Instruction:
     def pipe(self) -> str:
         if self.opcode == "HFMA2" and ".MMA" in self.mods:
             return "tensor"
+        if self.opcode == "S2R" and "SR_TID" in self.text:
+            # The Profiling Guide puts special-register reads on the LSU; on the corpus's Nsight Compute
+            # counts (issue 14) exactly one S2R a warp was on the LSU in elementwise kernels and the
+            # other on the ADU: the thread index read taken as the LSU one (the CTA id stays on the ADU).
+            return "lsu"
         return PIPE_OF_OPCODE.get(self.opcode, "other")
 
     def mma_flops_per_warp(self) -> float:

@@ -101,12 +101,13 @@ def test_an_unrolled_loop_and_its_remainder_count_the_trips_once(cols):
 
 @pytest.mark.parametrize("trips", [32, 33, 35])
 def test_a_loop_unrolled_without_a_remainder_loop_counts_each_iteration_once(trips):
-    # 128 columns a trip, one fp32 element per thread: one load a warp per trip, and the store. ptxas
-    # unrolls the loop 4x and peels up to 3 copies of the body out after it (no remainder loop).
+    # 128 columns a trip, one fp32 element per thread: one load a warp per trip, the store and the
+    # thread-index read. ptxas unrolls the loop 4x and peels up to 3 copies of the body out after it
+    # (no remainder loop).
     one = launch("blocked_sum", (1,), (1, 128 * trips), {"n_cols": 128 * trips}, block=128)
     d = generic_demand(one)
-    assert d.instructions("lsu") / WARPS == trips + 1
-    assert d.expected.instructions("lsu") / WARPS == trips + 1
+    assert d.instructions("lsu") / WARPS == trips + 2
+    assert d.expected.instructions("lsu") / WARPS == trips + 2
     assert any("unrolled 4x without a remainder loop" in n for n in d.notes)
     # Weighted by the full trip count, the unrolled loop counted each load 4 times.
     old = count_instructions(compile_launch(one).sass, "blocked_sum", [trips])
@@ -178,10 +179,12 @@ k:
         /*0030*/                   LEA R2, P0, R3, R4, 0x2 ;
         /*0040*/                   ULDC UR4, c[0x0][0x0] ;
         /*0050*/                   IMAD.MOV.U32 R5, RZ, RZ, R6 ;
-        /*0060*/                   EXIT ;
+        /*0060*/                   S2R R7, SR_TID.X ;
+        /*0070*/                   S2R R8, SR_CTAID.X ;
+        /*0080*/                   EXIT ;
 """
     pipes = [i.pipe for i in parse_sass(listing)["k"].instructions]
-    assert pipes == ["tensor", "fma", "adu", "alu", "uniform", "fma", "cbu"]
+    assert pipes == ["tensor", "fma", "adu", "alu", "uniform", "fma", "lsu", "adu", "cbu"]
     counts = count_instructions(listing, "k", [])
     assert counts.tensor_flops == 0 and counts.per_pipe["tensor"] == 1  # HFMA2.MMA does no MMA work
 
