@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 #   IMUL" and fast FP32-to-FP16 conversion (F2FP): so LEA, SHF, IABS, VIMNMX are ALU, as are FP32
 #   compares and min/max.
 # - XU: transcendentals (MUFU) and int<->float conversions.
-# - ADU (address divergence unit): "branches/jumps and indexed constant loads"; Nsight Compute counts
-#   barriers (BAR) there too (issue 14, seen on a layer-norm kernel).
+# - ADU (address divergence unit): "branches/jumps and indexed constant loads".
+# - LSU: loads, stores, atomics, shuffles, "special register reads (S2R) ... and CTA-level arrive/wait
+#   barrier instructions": BAR counts here (on the corpus's Nsight Compute counts, issue 14, Liger's
+#   block reductions lacked one LSU instruction per BAR a warp, and their ADU did not need it).
 # - Uniform: the uniform datapath, "instructions where all threads use the same input and generate the
 #   same output": every U* ALU opcode, UMOV, UISETP and ULDC included.
 # - CBU (convergence barrier unit): warp-level convergence, calls, returns, exits.
@@ -49,13 +51,13 @@ for _pipe, _ops in {
            "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR LEA SHF IABS VIMNMX",
     "xu": "MUFU I2F F2I F2F FRND I2I I2FP F2IP POPC",
     "lsu": "LDG STG LDS STS LD ST LDL STL LDSM LDGSTS ATOM ATOMS ATOMG RED REDG CCTL CCTLL MEMBAR "
-           "SHFL MATCH QSPC ERRBAR LDGDEPBAR",
+           "SHFL MATCH QSPC ERRBAR LDGDEPBAR BAR",
     "uniform": "UIADD3 ULEA USHF USEL ULOP3 ULOP UIMAD USGXT UPRMT UFLO UPOPC UBREV UBMSK "
                "VOTEU UP2UR UR2UP UPLOP3 UCLEA UIABS UIMNMX USETMAXREG ULEPC UCGABAR_ARV UCGABAR_WAIT "
                "UMOV UISETP ULDC UVIADD UVIMNMX USHL USHR UF2FP",
     "tma": "UTMALDG UTMASTG UTMAPF UTMACCTL UBLKCP UBLKRED UBLKPF UTMACMDFLUSH UTMAREDG",
     "cbu": "BRX JMP JMX CALL RET EXIT BSSY BSYNC WARPSYNC BREAK KILL NANOSLEEP YIELD BMOV",
-    "adu": "WARPGROUP ELECT SYNCS VOTE S2R LDC FENCE ACQBULK ARRIVES B2R R2B S2UR STSM BAR",
+    "adu": "WARPGROUP ELECT SYNCS VOTE S2R LDC FENCE ACQBULK ARRIVES B2R R2B S2UR STSM",
     "none": "NOP BRA DEPBAR",
 }.items():
     for _op in _ops.split():
@@ -90,9 +92,8 @@ class Instruction:
         if self.opcode == "HFMA2" and ".MMA" in self.mods:
             return "tensor"
         if self.opcode == "S2R" and "SR_TID" in self.text:
-            # The Profiling Guide puts special-register reads on the LSU; on the corpus's Nsight Compute
-            # counts (issue 14) exactly one S2R a warp was on the LSU in elementwise kernels and the
-            # other on the ADU: the thread index read taken as the LSU one (the CTA id stays on the ADU).
+            # Special-register reads go to the LSU (Profiling Guide), yet on the corpus's ncu counts only
+            # one S2R a warp of elementwise kernels was there: taken as the thread index's (issue 14).
             return "lsu"
         return PIPE_OF_OPCODE.get(self.opcode, "other")
 
