@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 #   dot products"; on GH100 FP16x2 is issued to the FMA pipes too. IMAD.MOV/.SHL/.IADD are IMADs.
 # - ALU: "most bit manipulation and logic instructions ... integer instructions, excluding IMAD and
 #   IMUL" and fast FP32-to-FP16 conversion (F2FP): so LEA, SHF, IABS, VIMNMX are ALU, as are FP32
-#   compares and min/max.
-# - XU: transcendentals (MUFU) and int<->float conversions.
+#   compares and min/max; I2FP (the sm_86+ int-to-FP32 conversion) too: on the corpus's ncu counts
+#   the XU held MUFU alone where a kernel had both (issue 14).
+# - XU: transcendentals (MUFU) and the other int<->float conversions.
 # - ADU (address divergence unit): "branches/jumps and indexed constant loads".
 # - LSU: loads, stores, atomics, shuffles, "special register reads (S2R) ... and CTA-level arrive/wait
 #   barrier instructions": BAR counts here (on the corpus's Nsight Compute counts, issue 14, Liger's
@@ -48,8 +49,8 @@ for _pipe, _ops in {
            "DFMA DADD DMUL FCHK",
     "alu": "IADD3 IADD IADD32I LOP3 LOP LOP32I SHL SHR ISETP FSETP PSETP HSETP2 DSETP SEL FSEL IMNMX "
            "VIADD VIADDMNMX FMNMX HMNMX2 SGXT PRMT BMSK F2FP MOV MOV32I P2R R2P PLOP3 CSET CSETP ISCADD "
-           "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR LEA SHF IABS VIMNMX",
-    "xu": "MUFU I2F F2I F2F FRND I2I I2FP F2IP POPC",
+           "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR LEA SHF IABS VIMNMX I2FP",
+    "xu": "MUFU I2F F2I F2F FRND I2I F2IP POPC",
     "lsu": "LDG STG LDS STS LD ST LDL STL LDSM LDGSTS ATOM ATOMS ATOMG RED REDG CCTL CCTLL MEMBAR "
            "SHFL MATCH QSPC ERRBAR LDGDEPBAR BAR",
     "uniform": "UIADD3 ULEA USHF USEL ULOP3 ULOP UIMAD USGXT UPRMT UFLO UPOPC UBREV UBMSK "
