@@ -184,7 +184,7 @@ k:
         /*0080*/                   EXIT ;
 """
     pipes = [i.pipe for i in parse_sass(listing)["k"].instructions]
-    assert pipes == ["tensor", "fma", "lsu", "alu", "uniform", "fma", "lsu", "adu", "cbu"]
+    assert pipes == ["tensor", "fma", "adu", "alu", "uniform", "fma", "lsu", "adu", "cbu"]
     counts = count_instructions(listing, "k", [])
     assert counts.tensor_flops == 0 and counts.per_pipe["tensor"] == 1  # HFMA2.MMA does no MMA work
 
