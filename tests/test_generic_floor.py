@@ -181,10 +181,12 @@ k:
         /*0050*/                   IMAD.MOV.U32 R5, RZ, RZ, R6 ;
         /*0060*/                   S2R R7, SR_TID.X ;
         /*0070*/                   S2R R8, SR_CTAID.X ;
-        /*0080*/                   EXIT ;
+        /*0080*/                   I2FP.F32.S32 R9, R7 ;
+        /*0090*/                   MUFU.EX2 R10, R9 ;
+        /*00a0*/                   EXIT ;
 """
     pipes = [i.pipe for i in parse_sass(listing)["k"].instructions]
-    assert pipes == ["tensor", "fma", "adu", "alu", "uniform", "fma", "lsu", "adu", "cbu"]
+    assert pipes == ["tensor", "fma", "adu", "alu", "uniform", "fma", "lsu", "adu", "alu", "xu", "cbu"]
     counts = count_instructions(listing, "k", [])
     assert counts.tensor_flops == 0 and counts.per_pipe["tensor"] == 1  # HFMA2.MMA does no MMA work
 
