@@ -5,8 +5,8 @@ shape"):
 
 - the **floor**, which the ceiling uses: what the launch does not determine contributes the least
   work it could. A loop whose bound is unknown runs 0 times, an `if` whose condition is unknown is not
-  taken, a CTA that may exit does; compulsory DRAM bytes are, per tensor and direction (read, write),
-  the smaller of its footprint and the bytes its loads or stores issue (a tensor no access reaches contributes none;
+  taken, a CTA that may exit does; compulsory DRAM bytes are, per tensor, the smaller of its
+  footprint and the bytes its loads and stores issue (a tensor no access reaches contributes none;
   copies a pipelined loop predicates off and TMA box parts outside the tensor issue none);
 - the **expected** work (`Demand.expected`), for the model's features: the same evaluation, with an
   estimate where the floor takes the least (an unknown loop runs once, each side of an unknown `if`
@@ -137,23 +137,20 @@ def _working(ir: KernelIR, placement: Placement, weights: np.ndarray) -> np.ndar
 
 def _dram_bytes(launch: Launch, ir: KernelIR, classes: CTAClasses, floor: bool, l2_bytes: float
                 ) -> tuple[float, float]:
-    """(compulsory DRAM bytes, working set): per tensor and direction, the smaller of its footprint and
-    the bytes its accesses issue (scalar predicates and TMA bounds evaluated, masks of tensor values not):
-    a tensor read and written in place (a gradient overwriting its logits) moves its footprint both ways,
-    an atomic both reads and writes. The working set is the expected one of those."""
+    """(compulsory DRAM bytes, working set): per tensor, the smaller of its footprint and the bytes its
+    accesses issue (scalar predicates and TMA bounds evaluated, masks of tensor values not); the working
+    set is the expected one of those."""
     footprint = {t.name: t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors}
-    issued: dict[tuple[str, str], float] = defaultdict(float)
+    issued: dict[str, float] = defaultdict(float)
     for i, access in enumerate(ir.accesses):
         if access.argument in footprint:
             # Predicated-off copies and TMA box parts outside the tensor move nothing.
             runs = region_runs(ir, access.region, classes, floor) * np.nan_to_num(classes.access_share[i], nan=1.0)
-            moved = float(classes.counts @ runs) * access.elements * access.element_bytes
-            for direction in {"load": ("read",), "store": ("write",)}.get(access.kind, ("read", "write")):
-                issued[(access.argument, direction)] += moved
+            issued[access.argument] += float(classes.counts @ runs) * access.elements * access.element_bytes
     if not issued:  # no access traced to an argument: the bytes the SASS issues, capped by the tensors
         total = sum(footprint.values())
         return (min(total, l2_bytes) if l2_bytes else total), (min(total, l2_bytes) if l2_bytes else total)
-    dram = sum(min(footprint[name], b) for (name, _), b in issued.items())
+    dram = sum(min(footprint[name], b) for name, b in issued.items())
     return dram, dram
 
 
