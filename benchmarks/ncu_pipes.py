@@ -88,14 +88,15 @@ def predict() -> list[dict]:
     return rows
 
 
-# ncu metric -> our pipeline name
-NCU_PIPES = {"tensor_op_gmma": "tensor", "tensor_op_hmma": "tensor", "fma": "fma", "alu": "alu", "xu": "xu",
-             "lsu": "lsu", "uniform": "uniform", "cbu": "cbu", "adu": "adu", "tma": "tma"}
+# ncu metric -> our pipeline name. `pipe_tensor` is the tensor pipe's total: its sub-counters overlap
+# (on a Hopper warpgroup MMA launch `tensor_op_gmma` = `tensor_op_hmma` = `pipe_tensor`, and HFMA2.MMA
+# is in `tensor_op_hmma_type_hfma2` and `tensor_op_hmma` too), so summing them counted an HGMMA twice.
+NCU_PIPES = {"tensor": "tensor", "fma": "fma", "alu": "alu", "xu": "xu", "lsu": "lsu", "uniform": "uniform",
+             "cbu": "cbu", "adu": "adu", "tma": "tma"}
 PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma")
-# Nsight Compute counts a Hopper warpgroup MMA (HGMMA) twice per warp that executes it: the ratio was
-# exactly 2 on all 12 launches with HGMMA here, whose FLOPs (from the instruction shapes) match the
-# exact model. Warp MMAs (HMMA) count once.
-NCU_COUNT = {"HGMMA": 2}
+# Every opcode, warp MMAs and warpgroup MMAs included, counts once per warp that executes it in
+# `sm__inst_executed_pipe_tensor` (a warpgroup MMA: once in each of its 4 warps).
+NCU_COUNT: dict[str, int] = {}
 
 
 def _idle_opcodes(row: dict, spec: MoEGemmSpec, config: Config) -> dict[str, float]:

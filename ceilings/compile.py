@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -110,20 +111,36 @@ def load_module(path: str | os.PathLike, gpu: str | None = None):
     module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))
     sys.modules[name] = module
     # Compile needs the real JIT functions, also in a process that runs kernels interpreted.
-    folder = str(path.resolve().parent)
-    added = folder not in sys.path
-    if added:  # `import helpers` beside the file works as under `python file.py`
-        sys.path.insert(0, folder)
+    folders = [str(path.resolve().parent)]  # `import helpers` beside the file works as under `python file.py`
+    package = _package_of(path)
+    if package:  # a file inside a package: `from .utils import x` resolves as when the package imports it
+        module.__package__ = package[0]
+        folders.append(str(package[1]))
+    added = [f for f in folders if f not in sys.path]
+    sys.path[:0] = added
     try:
-        with contextlib.redirect_stdout(io.StringIO()), _env(TRITON_INTERPRET="0"):
+        with contextlib.redirect_stdout(io.StringIO()), _env(TRITON_INTERPRET="0"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ImportWarning)  # __package__ set beside a spec without a parent
             module.__advisor_skipped__ = standin.execute(source, str(path), vars(module), spec)
     except (Exception, SystemExit) as exc:  # a file that calls sys.exit() at import is a broken kernel file too
         del sys.modules[name]
         raise AdvisorError(f"opening {path} failed: {exc.__class__.__name__}: {exc}".splitlines()[0]) from None
     finally:
-        if added and folder in sys.path:
-            sys.path.remove(folder)
+        for f in added:
+            if f in sys.path:
+                sys.path.remove(f)
     return module
+
+
+def _package_of(path: Path) -> tuple[str, Path] | None:
+    """(dotted name of the package a file sits in, the folder that holds its top package), from the
+    folders with an `__init__.py` above the file; None for a file outside any package."""
+    parts: list[str] = []
+    folder = path.resolve().parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return (".".join(parts), folder) if parts else None
 
 
 def _skipped_note(module) -> str:
@@ -225,7 +242,9 @@ def _constexpr_value(value):
 
 def launch_arguments(fn, launch: Launch, tensors: Mapping[str, Any] | None = None) -> tuple[list, dict]:
     """Positional arguments and keyword constexprs for `fn`, from the launch: stand-in tensors for
-    compiling, or the given real `tensors` (by argument name) for running it."""
+    compiling, or the given real `tensors` (by argument name) for running it. Runtime arguments after
+    the first constexpr parameter go by name too: passed by position, a runtime parameter declared
+    after a constexpr would take the constexpr's slot ("got multiple values for argument")."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     real = tensors
@@ -233,25 +252,28 @@ def launch_arguments(fn, launch: Launch, tensors: Mapping[str, Any] | None = Non
     scalars = dict(launch.scalars)
     constexprs = {**dict(launch.constexprs), **launch.config.params}
     args, kwargs = [], {}
+    by_name = False
     for param in fn.params:
         name = param.name
         if param.is_constexpr:
+            by_name = True
             if name in constexprs:
                 kwargs[name] = _constexpr_value(constexprs[name])
             elif not param.has_default:
                 raise AdvisorError(f"launch of {launch.kernel} gives no value for constexpr {name}")
             continue
+        put = (lambda v, name=name: kwargs.__setitem__(name, v)) if by_name else args.append
         if real is not None and name in real:
-            args.append(real[name])
+            put(real[name])
         elif name in tensors:
             t = tensors[name]
             base = _FakeTensor(t.dtype, t.shape)
             block = getattr(t, "block_shape", None)
-            args.append(TensorDescriptor(base, list(t.shape), list(t.stride), list(block)) if block else base)
+            put(TensorDescriptor(base, list(t.shape), list(t.stride), list(block)) if block else base)
         elif name in scalars:
-            args.append(scalars[name])
+            put(scalars[name])
         elif param.has_default:
-            args.append(param.default)
+            put(param.default)
         else:
             raise AdvisorError(f"launch of {launch.kernel} gives no value for argument {name}; add it to the "
                                "launch's tensors or scalars")

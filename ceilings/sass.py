@@ -29,10 +29,13 @@ from dataclasses import dataclass, field
 #   dot products"; on GH100 FP16x2 is issued to the FMA pipes too. IMAD.MOV/.SHL/.IADD are IMADs.
 # - ALU: "most bit manipulation and logic instructions ... integer instructions, excluding IMAD and
 #   IMUL" and fast FP32-to-FP16 conversion (F2FP): so LEA, SHF, IABS, VIMNMX are ALU, as are FP32
-#   compares and min/max.
-# - XU: transcendentals (MUFU) and int<->float conversions.
-# - ADU (address divergence unit): "branches/jumps and indexed constant loads"; Nsight Compute counts
-#   barriers (BAR) there too (issue 14, seen on a layer-norm kernel).
+#   compares and min/max; I2FP (the sm_86+ int-to-FP32 conversion) too: on the corpus's ncu counts
+#   the XU held MUFU alone where a kernel had both (issue 14).
+# - XU: transcendentals (MUFU) and the other int<->float conversions.
+# - ADU (address divergence unit): "branches/jumps and indexed constant loads" and "block-level
+#   barrier instructions" (BAR; seen on a layer-norm kernel, issue 14). Not on the LSU: there the
+#   fused-MoE kernel's exact SASS (RESULTS section 6) matched ncu on 24 of 24 launches without BAR
+#   and on 10 of 24 with it, though Liger's block reductions lack about one LSU instruction per BAR.
 # - Uniform: the uniform datapath, "instructions where all threads use the same input and generate the
 #   same output": every U* ALU opcode, UMOV, UISETP and ULDC included.
 # - CBU (convergence barrier unit): warp-level convergence, calls, returns, exits.
@@ -46,8 +49,8 @@ for _pipe, _ops in {
            "DFMA DADD DMUL FCHK",
     "alu": "IADD3 IADD IADD32I LOP3 LOP LOP32I SHL SHR ISETP FSETP PSETP HSETP2 DSETP SEL FSEL IMNMX "
            "VIADD VIADDMNMX FMNMX HMNMX2 SGXT PRMT BMSK F2FP MOV MOV32I P2R R2P PLOP3 CSET CSETP ISCADD "
-           "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR LEA SHF IABS VIMNMX",
-    "xu": "MUFU I2F F2I F2F FRND I2I I2FP F2IP POPC",
+           "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR LEA SHF IABS VIMNMX I2FP",
+    "xu": "MUFU I2F F2I F2F FRND I2I F2IP POPC",
     "lsu": "LDG STG LDS STS LD ST LDL STL LDSM LDGSTS ATOM ATOMS ATOMG RED REDG CCTL CCTLL MEMBAR "
            "SHFL MATCH QSPC ERRBAR LDGDEPBAR",
     "uniform": "UIADD3 ULEA USHF USEL ULOP3 ULOP UIMAD USGXT UPRMT UFLO UPOPC UBREV UBMSK "
@@ -89,6 +92,10 @@ class Instruction:
     def pipe(self) -> str:
         if self.opcode == "HFMA2" and ".MMA" in self.mods:
             return "tensor"
+        if self.opcode == "S2R" and "SR_TID" in self.text:
+            # Special-register reads go to the LSU (Profiling Guide), yet on the corpus's ncu counts only
+            # one S2R a warp of elementwise kernels was there: taken as the thread index's (issue 14).
+            return "lsu"
         return PIPE_OF_OPCODE.get(self.opcode, "other")
 
     def mma_flops_per_warp(self) -> float:

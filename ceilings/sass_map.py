@@ -6,9 +6,9 @@ gives every op its line (`ceilings.ttir_eval`), so:
 1. Each SASS loop (a natural loop of the CFG, spin-waits left out), parents first, is matched to the
    IR loop that most of its own instructions' lines belong to, among the loops nested in its SASS
    parent's IR loop. A SASS loop with no such IR loop (a compiler-made loop) runs once per entry.
-2. Several sibling SASS loops matched to one IR loop are ptxas's unrolled main loop and its remainder:
-   the largest one runs T // u times and the smallest T % u times, u being the ratio of their sizes;
-   any other copy none. Weighting both by T counted the work of the loop u+1 times.
+2. Loops ptxas unrolled (`ceilings.unroll`): a main loop and its remainder loop run T // u and T % u
+   times; a single loop whose induction variable steps u times the IR's step runs T // u times.
+   Weighting them by T counted the work of the loop u (or u+1) times.
 3. Each block is placed on the region most of its instructions' lines belong to (the common enclosing
    region when several hold a quarter of its votes: a block with unconditional instructions runs
    unconditionally), among the regions its loops allow; a block without line information inherits
@@ -24,9 +24,12 @@ work an estimate (a loop runs once, each side of an unknown `if` half the time, 
 unknown early exit runs). Without line information (a listing from an older cache), SASS loops are
 matched to IR loops in pre-order and every block counts as unconditional, as before.
 
-Known limits: a loop that ptxas unrolls without a remainder (a constant trip count) is still weighted
-by the IR's trip count, so its body counts u times too often; copies of a loop body that ptxas peels
-out of its loops (straight-line remainder code) count once per entry on top of the trip count.
+The u - 1 copies of a single unrolled loop's body that ptxas peeled out after it (straight-line
+remainder code) count (T % u) / (u - 1) times each (the floor: not at all when T is unknown).
+
+Known limits: an unrolled loop whose counter is not the IR's induction variable (a down-counter of
+iterations) is still weighted by the IR's trip count; peeled copies before a loop, or after a main +
+remainder pair, count once per entry on top of the trip count.
 """
 
 from __future__ import annotations
@@ -50,13 +53,12 @@ from ceilings.sass import (
     parse_sass,
 )
 from ceilings.ttir_eval import KernelIR
+from ceilings.unroll import BODY_WORK, unroll_shares
 
 PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma", "other")
 QUANTITIES = PIPES + ("tensor_flops", "global_bytes", "shared_bytes", "tma_loads")
 _GLOBAL = ("LDG", "STG", "REDG", "ATOMG", "RED", "ATOM")
 _VOTE_SHARE = 0.25
-_BODY_WORK = frozenset(("LDG", "STG", "LDS", "STS", "LDSM", "LDGSTS", "ATOMG", "REDG", "FFMA", "FADD", "FMUL",
-                        "HFMA2", "HADD2", "HMUL2", "MUFU", "DFMA", "DADD", "DMUL", "HMMA", "HGMMA", "IMMA", "QGMMA"))
 
 
 @dataclass
@@ -66,11 +68,12 @@ class Placement:
     block_region: list[int]
     loops: list[Loop]                       # SASS loops that iterate (spin-waits left out)
     loop_region: list[int | None]           # the IR loop each SASS loop runs (None: none)
-    loop_share: list[tuple[str, int]]       # ("all", 1), ("main", u), ("rest", u) or ("none", u)
+    loop_share: list[tuple[str, int]]       # ("all", 1), ("main", u), ("rest", u), ("none", u), ("unrolled", u)
     cold: set[int]
     table: np.ndarray                       # blocks x QUANTITIES, one execution by one warp
     line_info: bool
     notes: list[str] = field(default_factory=list)
+    peeled: dict[int, int] = field(default_factory=dict)  # block -> the unrolled loop whose remainder it runs
 
 
 @dataclass
@@ -161,9 +164,32 @@ def place(sass: str, kernel: str, ir: KernelIR) -> Placement:
     unmatched = sum(1 for r in loop_region if r is None)
     if unmatched:
         notes.append(f"{unmatched} SASS loop(s) match no loop of the kernel's IR: counted once per entry")
-    share = _unroll_shares(fn, cfg, loops, loop_region, ir, notes)
+    share = unroll_shares(fn, cfg, loops, loop_region, ir, lambda loop: _parent(loop, loops), notes)
     return Placement(fn, cfg, block_region, loops, loop_region, share, cold,
-                     _table(fn, cfg, functions, cold_callees), line_info, notes)
+                     _table(fn, cfg, functions, cold_callees), line_info, notes,
+                     peeled_remainders(fn, cfg, loops, loop_region, share, ir))
+
+
+def peeled_remainders(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[int | None],
+                      share: list[tuple[str, int]], ir: KernelIR) -> dict[int, int]:
+    """Blocks after a loop unrolled without a remainder loop, in no SASS loop, whose body work comes
+    mostly from the source lines of that IR loop: the copies of the body ptxas peeled out to run the
+    last trips % u iterations."""
+    owners, chains = _owners(ir), _chains(ir)
+    out = {}
+    for i, (loop, region, (kind, _)) in enumerate(zip(loops, loop_region, share, strict=True)):
+        if kind != "unrolled":
+            continue
+        end = max(cfg.blocks[b][1] for b in loop.blocks)
+        for b in cfg.reachable:
+            s, e = cfg.blocks[b]
+            if s < end or any(b in lp.blocks for lp in loops):
+                continue
+            work = [ins for ins in fn.instructions[s:e] if ins.opcode in BODY_WORK]
+            inside = [ins for ins in work if any(region in chains[r] for r in owners.get(ins.line, ()))]
+            if work and 2 * len(inside) > len(work):
+                out[b] = i
+    return out
 
 
 def _owners(ir: KernelIR) -> dict[int, list[int]]:
@@ -250,47 +276,6 @@ def _common_region(regions: list[int], chains: Mapping[int, list[int]]) -> int:
     return common[0] if common else 0
 
 
-def _unroll_shares(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[int | None], ir: KernelIR,
-                   notes: list[str]) -> list[tuple[str, int]]:
-    shares: list[tuple[str, int]] = [("all", 1)] * len(loops)
-    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for i, (loop, region) in enumerate(zip(loops, loop_region, strict=True)):
-        if region is not None:
-            parent = _parent(loop, loops)
-            groups[(id(parent), region)].append(i)
-    for (_, region), members in groups.items():
-        if len(members) < 2:
-            continue
-        size = {i: sum(e - s for s, e in (cfg.blocks[b] for b in loops[i].blocks)) for i in members}
-        ordered = sorted(members, key=lambda i: -size[i])
-        main, rest = ordered[0], ordered[-1]
-        unroll = _unroll_factor(fn, cfg, loops[main], loops[rest])
-        shares[main], shares[rest] = ("main", unroll), ("rest", unroll)
-        for i in ordered[1:-1]:
-            shares[i] = ("none", unroll)
-        line = ir.regions[region].line
-        notes.append(f"loop at line {line}: unrolled {unroll}x with a remainder loop: the main loop counted "
-                     f"trips // {unroll} times, the remainder trips % {unroll}")
-    return shares
-
-
-def _unroll_factor(fn: Function, cfg: CFG, main: Loop, rest: Loop) -> int:
-    """Copies of the loop body in the main loop: the median ratio of the body's work instructions
-    (memory, floating point, MUFU, MMA) between the main and the remainder loop, whose loop control
-    (increment, test, branch) does not grow with unrolling."""
-
-    def work(loop: Loop) -> Counter:
-        return Counter(i.opcode for b in loop.blocks for i in fn.instructions[slice(*cfg.blocks[b])]
-                       if i.opcode in _BODY_WORK)
-
-    ours, theirs = work(main), work(rest)
-    ratios = sorted(ours[op] / theirs[op] for op in theirs if theirs[op])
-    if ratios:
-        return int(min(16, max(1, round(ratios[len(ratios) // 2]))))
-    sizes = [sum(e - s for s, e in (cfg.blocks[b] for b in lp.blocks)) for lp in (main, rest)]
-    return int(min(16, max(1, round(sizes[0] / max(sizes[1], 1)))))
-
-
 # ----------------------------------------------------------------------------------------------
 # CTA classes and per-class counts.
 # ----------------------------------------------------------------------------------------------
@@ -343,8 +328,9 @@ def trip_factor(trips: np.ndarray, share: tuple[str, int], floor: bool) -> np.nd
     kind, unroll = share
     if kind == "none":
         return np.zeros_like(trips)
-    known = {"all": trips, "main": np.floor(trips / unroll), "rest": np.mod(trips, unroll)}[kind]
-    guess = 0.0 if floor else (1.0 if kind in ("all", "main") else 0.0)
+    known = {"all": trips, "main": np.floor(trips / unroll), "unrolled": np.floor(trips / unroll),
+             "rest": np.mod(trips, unroll)}[kind]
+    guess = 0.0 if floor else (1.0 if kind in ("all", "main", "unrolled") else 0.0)
     return np.where(np.isnan(trips), guess, known)
 
 
@@ -359,6 +345,12 @@ def block_weights(p: Placement, ir: KernelIR, classes: CTAClasses, floor: bool) 
         if b in p.cold:
             continue
         w = region_factor[p.block_region[b]].copy()
+        if b in p.peeled:
+            # The u - 1 peeled copies of the body together run the last trips % u iterations (as chunks
+            # of 2^k copies, each behind its own guard): each copy counts (trips % u) / (u - 1) times.
+            loop = p.peeled[b]
+            trips, unroll = classes.trips[p.loop_region[loop]], p.loop_share[loop][1]
+            w = w * np.where(np.isnan(trips), 0.0 if floor else 0.5, np.mod(trips, unroll) / (unroll - 1))
         for loop, factor in zip(p.loops, loop_factors, strict=True):
             if b in loop.blocks:
                 w = w * factor

@@ -48,13 +48,14 @@ MAX_CTAS = 1 << 17
 MAX_ITERATIONS = 256        # loops up to this many trips are evaluated once per iteration...
 MAX_ITERATION_CELLS = 1 << 22  # ... while iterations x CTAs stays below this
 
-_ARG = re.compile(r"%(?P<name>[\w$.]+)\s*:\s*(?P<type>[^,()]+?)(?:\s+loc\(|,|$)")
-_DEF = re.compile(r"^\s*%(?P<res>[\w$.]+)(?::\d+)?\s*=\s*(?P<op>[\w.\"]+)\s*(?P<rest>.*)$")
+# SSA names may hold '-' (MLIR's id-punct: Triton names a constant -1 `%c-1_i32`).
+_ARG = re.compile(r"%(?P<name>[\w$.-]+)\s*:\s*(?P<type>[^,()]+?)(?:\s+loc\(|,|$)")
+_DEF = re.compile(r"^\s*%(?P<res>[\w$.-]+)(?::\d+)?\s*=\s*(?P<op>[\w.\"]+)\s*(?P<rest>.*)$")
 _STMT = re.compile(r"^\s*(?P<op>[a-z_]+\.[\w.]+)\s*(?P<rest>.*)$")
-_VALUE = re.compile(r"%[\w$.#]+")
-_FOR = re.compile(r"scf\.for\s+%(?P<iv>[\w$.]+)\s*=\s*(?P<lb>%[\w$.#]+)\s+to\s+(?P<ub>%[\w$.#]+)\s+step\s+"
-                  r"(?P<step>%[\w$.#]+)")
-_ITER_ARGS = re.compile(r"%(?P<arg>[\w$.]+)\s*=\s*(?P<init>%[\w$.#]+)")
+_VALUE = re.compile(r"%[\w$.#-]+")
+_FOR = re.compile(r"scf\.for\s+%(?P<iv>[\w$.-]+)\s*=\s*(?P<lb>%[\w$.#-]+)\s+to\s+(?P<ub>%[\w$.#-]+)\s+step\s+"
+                  r"(?P<step>%[\w$.#-]+)")
+_ITER_ARGS = re.compile(r"%(?P<arg>[\w$.-]+)\s*=\s*(?P<init>%[\w$.#-]+)")
 _LOC_ALIAS = re.compile(r"^#(?P<name>loc\d*)\s*=\s*loc\((?P<body>.*)\)\s*$")
 _LOC_TAIL = re.compile(r"loc\((?P<body>#loc\d*|\".*)\)\s*$")
 _BLOCK_LABEL = re.compile(r"^\s*\^(?P<label>bb\d+)")
@@ -98,6 +99,7 @@ class Region:
     lines: Counter = field(default_factory=Counter)  # source line -> ops directly in this region
     condition: np.ndarray | None = None  # then/else/block: share of its parent's runs it runs in, per CTA
     trips: np.ndarray | None = None      # for: iterations per entry, per CTA (None: unknown)
+    step: int | None = None         # for: the induction variable's step, when one constant for every CTA
     if_op: int | None = None        # then/else: the scf.if both sides belong to
 
 
@@ -334,6 +336,8 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             body = new_region("for", here, line)
             if loop:
                 lb, ub, step = (_get(env, loop.group(k)) for k in ("lb", "ub", "step"))
+                if isinstance(step, np.ndarray) and step.size and np.all(step == np.ravel(step)[0]):
+                    regions[body].step = int(np.ravel(step)[0])  # SASS unrolling shows as a multiple of it
                 if all(isinstance(v, np.ndarray) for v in (lb, ub, step)) and np.all(step > 0):
                     trips = np.maximum(0, -((lb - ub) // step))
                     regions[body].trips = _per_cta(trips, expanded, evaluated)

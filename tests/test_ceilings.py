@@ -169,8 +169,9 @@ test_kernel:
     cfg_ = build_cfg(fn)
     assert len([lp for lp in cfg_.loops if lp.parent is None]) == 1
     counts = count_instructions(listing, "test_kernel", [10, 5])
-    # outer loop x10 around one FFMA, inner loop x5 x10 around another: 10 + 50
-    assert counts.per_pipe["fma"] == 60 and counts.per_pipe["lsu"] == 50
+    # outer loop x10 around one FFMA, inner loop x5 x10 around another: 10 + 50; LSU: the loads and the
+    # thread-index read
+    assert counts.per_pipe["fma"] == 60 and counts.per_pipe["lsu"] == 50 + 1
     assert any("spin-wait" in n for n in counts.notes)
 
 

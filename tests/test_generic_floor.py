@@ -76,6 +76,15 @@ def test_a_grid_stride_loop_gets_its_trip_count_per_cta():
     assert loop_trip_counts(ttgir, {"n_rows": 1000, "n_cols": BLOCK}) == [None]
 
 
+def test_a_loop_run_backwards_gets_its_trip_count():
+    d = generic_demand(launch("reversed_rows", (1,), (100, BLOCK), {"n_rows": 100, "n_cols": BLOCK}))
+    # One MUFU.EX2 per element of each of the 100 rows, and up to 3 rows' worth from copies of the body
+    # that ptxas peels out of its unrolled loops (counted once per entry); unknown, the floor had none.
+    rows = d.instructions("xu") / (BLOCK / 32)
+    assert 100 <= rows <= 103
+    assert not any("bound depends on memory" in n for n in d.notes)
+
+
 @pytest.mark.parametrize("cols", [1000, 1003])
 def test_an_unrolled_loop_and_its_remainder_count_the_trips_once(cols):
     one = launch("scalar_sum", (1,), (1, cols), {"n_cols": cols})
@@ -88,6 +97,21 @@ def test_an_unrolled_loop_and_its_remainder_count_the_trips_once(cols):
     # Weighting the unrolled main loop by the full trip count counted each load about 4 times.
     old = count_instructions(compile_launch(one).sass, "scalar_sum", [cols])
     assert old.per_pipe["lsu"] >= 3.9 * cols
+
+
+@pytest.mark.parametrize("trips", [32, 33, 35])
+def test_a_loop_unrolled_without_a_remainder_loop_counts_each_iteration_once(trips):
+    # 128 columns a trip, one fp32 element per thread: one load a warp per trip, the store and the
+    # thread-index read. ptxas unrolls the loop 4x and peels up to 3 copies of the body out after it
+    # (no remainder loop).
+    one = launch("blocked_sum", (1,), (1, 128 * trips), {"n_cols": 128 * trips}, block=128)
+    d = generic_demand(one)
+    assert d.instructions("lsu") / WARPS == trips + 2
+    assert d.expected.instructions("lsu") / WARPS == trips + 2
+    assert any("unrolled 4x without a remainder loop" in n for n in d.notes)
+    # Weighted by the full trip count, the unrolled loop counted each load 4 times.
+    old = count_instructions(compile_launch(one).sass, "blocked_sum", [trips])
+    assert old.per_pipe["lsu"] >= 4 * trips
 
 
 def test_the_64_bit_remainder_slow_path_is_not_counted():
@@ -150,10 +174,14 @@ k:
         /*0030*/                   LEA R2, P0, R3, R4, 0x2 ;
         /*0040*/                   ULDC UR4, c[0x0][0x0] ;
         /*0050*/                   IMAD.MOV.U32 R5, RZ, RZ, R6 ;
-        /*0060*/                   EXIT ;
+        /*0060*/                   S2R R7, SR_TID.X ;
+        /*0070*/                   S2R R8, SR_CTAID.X ;
+        /*0080*/                   I2FP.F32.S32 R9, R7 ;
+        /*0090*/                   MUFU.EX2 R10, R9 ;
+        /*00a0*/                   EXIT ;
 """
     pipes = [i.pipe for i in parse_sass(listing)["k"].instructions]
-    assert pipes == ["tensor", "fma", "adu", "alu", "uniform", "fma", "cbu"]
+    assert pipes == ["tensor", "fma", "adu", "alu", "uniform", "fma", "lsu", "adu", "alu", "xu", "cbu"]
     counts = count_instructions(listing, "k", [])
     assert counts.tensor_flops == 0 and counts.per_pipe["tensor"] == 1  # HFMA2.MMA does no MMA work
 

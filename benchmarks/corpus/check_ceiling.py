@@ -44,8 +44,8 @@ FLOOR_SHARE = 0.97
 LAUNCH_US = 1.0912  # the calibrated launch floor (ceilings/calibration/NVIDIA_H100_80GB_HBM3.json)
 # How many times `sm__inst_executed_pipe_tensor.sum` counts a warpgroup MMA per warp that issues it. In the
 # corpus's ncu rows, on 15 of the 16 launches with warpgroup MMAs, tensor_op_gmma == tensor_op_hmma ==
-# pipe_tensor: the two sub-counters overlap, and pipe_tensor counts each HGMMA once. (benchmarks/ncu_pipes.py
-# sums tensor_op_gmma and tensor_op_hmma, which would explain the "twice" it reports.)
+# pipe_tensor: the two sub-counters overlap, and pipe_tensor counts each HGMMA once (benchmarks/ncu_pipes.py
+# summed the two sub-counters, hence its former "twice"; it compares with pipe_tensor now).
 WGMMA_NCU_FACTOR = 1
 
 
@@ -118,7 +118,6 @@ def rows(points: list[Point], results: dict[str, dict]) -> list[dict]:
             ncu_row = ncu.get((p.library, p.launch_id)) if p.recorded else None
             row.update(status="ok", ceiling_us=round(r["ceiling_us"], 3), measured_over_ceiling=round(ratio, 4),
                        binding=r["binding_pipe"], active_ctas=r["active_ctas"], ctas=r["ctas"],
-                       loader=r["loader"], argument_binding=r["binding"],
                        values_from_extras=" ".join(r["values_from_extras"]),
                        note=cause(r, p.us, ncu_row) if ratio < FLOOR_SHARE else "")
         out.append(row)
@@ -162,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     results = done_keys()
     table = rows(points, results)
     fields = ["library", "launch_id", "kernel", "config", "recorded", "measured_us", "ceiling_us",
-              "measured_over_ceiling", "binding", "active_ctas", "ctas", "loader", "argument_binding",
+              "measured_over_ceiling", "binding", "active_ctas", "ctas",
               "values_from_extras", "status", "note"]
     with open(OUT, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -178,12 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in exceptions[:args.exceptions]:
         print(f"  {r['measured_over_ceiling']:.3f}  {r['library']} {r['kernel']} {r['config']} "
               f"measured {r['measured_us']:.1f} us, ceiling {r['ceiling_us']:.1f} us: {r['note']}")
-    shims = [r for r in table
-             if r["status"] == "ok" and (r["loader"] == "package" or r["argument_binding"] == "keyword")]
-    print(f"\n{len(shims)} evaluated points needed a workaround of the product path "
-          f"(package import {sum(r['loader'] == 'package' for r in shims)}, keyword binding "
-          f"{sum(r['argument_binding'] == 'keyword' for r in shims)}); {len(table)} of {len(points)} points in "
-          f"{OUT.name}")
+    print(f"\n{len(table)} of {len(points)} points in {OUT.name}")
     print(f"\n| library | points | launches | errors | measured >= {FLOOR_SHARE} x ceiling | exceptions | worst | "
           "median measured/ceiling of best config |")
     print("|---|---|---|---|---|---|---|---|")

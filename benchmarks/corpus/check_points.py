@@ -10,16 +10,9 @@ Nsight Compute profiled. Its Launch is the trace entry with:
   out as the kernel sees memory (element i at the data pointer + i elements).
 
 Evaluating a point compiles its kernel for sm_90 with the Triton installed here (not the GPU machine's
-3.6) and runs `ceilings.demand.generic_demand` and the roofline with the H100's calibrated rates. Two
-things the product path cannot do yet on these files are worked around here, and each result says
-when it was needed (so the figures can be given with and without):
-
-- `loader=package`: the kernel file has relative imports (`from .utils import ...`), which
-  `ceilings.compile.load_kernel` (a file opened by path, outside its package) cannot resolve; the
-  module is imported by its package name under the stand-in driver instead;
-- `binding=keyword`: a constexpr parameter sits between runtime parameters, and
-  `ceilings.compile.launch_arguments` passes runtime arguments by position, so the binder sees the
-  constexpr twice; the arguments are bound by name instead.
+3.6) and runs `ceilings.demand.generic_demand` and the roofline with the H100's calibrated rates, through
+the product path alone (`ceilings.compile.load_kernel` opens a file inside its package, so relative
+imports resolve; `launch_arguments` binds runtime arguments after a constexpr by name).
 
 Results go to `data/ceilings.jsonl`, one line per point, appended as workers finish (resumable: a point
 already there is not evaluated again). Workers are processes this module starts, one task at a time each,
@@ -156,42 +149,11 @@ def launch_dict(case: Case, variant: Variant) -> tuple[dict, list[str]]:
 # ----------------------------------------------------------------------------------------------------
 # Evaluating one point (in a worker process).
 # ----------------------------------------------------------------------------------------------------
-def _load_by_package(source: str, kernel: str, module_name: str | None):
-    """The kernel imported as its package imports it, under the stand-in driver (no GPU)."""
-    import importlib
-
-    from triton.runtime.jit import JITFunction
-
-    from ceilings import standin
-    from ceilings.compile import _unwrap
-
-    if not module_name:
-        rel = Path(source).resolve().relative_to(SITE.resolve())
-        module_name = ".".join(rel.with_suffix("").parts)
-    with standin.environment(), standin.launches_to(standin._refuse_launch, standin._refuse_autotune):
-        module = importlib.import_module(module_name)
-    for obj in vars(module).values():
-        fn = _unwrap(obj)
-        if isinstance(fn, JITFunction) and fn.fn.__name__ == kernel:
-            return fn
-    raise LookupError(f"{module_name} has no kernel {kernel}")
-
-
-def _bind_by_name(original):
-    def bind(fn, backend, args, kwargs):
-        runtime = [p.name for p in fn.params if not p.is_constexpr]
-        named = dict(zip(runtime, args, strict=False))
-        named.update(kwargs)
-        return original(fn, backend, [], named)
-    return bind
-
-
 def evaluate(point: Point) -> dict:
     """The generic ceiling of one point, with the work behind it (floor and expected) and its feature row."""
     import ceilings.compile as cc
     from advisor.model.features import feature_row
     from ceilings.demand import generic_demand
-    from ceilings.errors import AdvisorError
     from ceilings.hardware import resolve_gpu
     from ceilings.launch import Launch
     from ceilings.roofline import roofline
@@ -201,25 +163,9 @@ def evaluate(point: Point) -> dict:
     entry, given = launch_dict(case, variant)
     launch = Launch.from_dict(entry)
     out = {"key": point.key, "library": point.library, "launch_id": point.launch_id, "kernel": point.kernel,
-           "label": point.label, "values_from_extras": given, "loader": "file", "binding": "position"}
+           "label": point.label, "values_from_extras": given}
     start = time.time()
-    try:
-        fn = cc.load_kernel(launch.source, launch.kernel)
-    except AdvisorError:
-        fn = _load_by_package(launch.source, launch.kernel, case.extras.get("module"))
-        out["loader"] = "package"
-    try:
-        compiled = cc.compile_launch(launch, gpu.arch, fn=fn)
-    except AdvisorError as exc:
-        if "do not bind" not in str(exc):
-            raise
-        original = cc._binder_and_pack
-        cc._binder_and_pack = _bind_by_name(original)
-        try:
-            compiled = cc.compile_launch(launch, gpu.arch, fn=fn)
-        finally:
-            cc._binder_and_pack = original
-        out["binding"] = "keyword"
+    compiled = cc.compile_launch(launch, gpu.arch)
     out["compile_s"] = round(time.time() - start, 2)
     demand = generic_demand(launch, compiled, arch=gpu.arch)
     ceiling = roofline(demand, gpu.rates, launch.config.to_dict())
