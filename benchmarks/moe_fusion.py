@@ -143,7 +143,8 @@ def _timer(dry: bool):
     return lambda fn: time_launch(fn, launches_per_graph=10, replays=20, warmup=3).us
 
 
-def bench_gemm1(spec_rows, device: str, dry: bool, failed: dict, deadline: float) -> list[dict]:
+def bench_gemm1(spec_rows, device: str, dry: bool, failed: dict, deadline: float,
+                variants=VARIANTS) -> list[dict]:
     from advisor.measure.timing import check_output
     from kernels.moe_bench import MoEGemmCase
 
@@ -151,7 +152,7 @@ def bench_gemm1(spec_rows, device: str, dry: bool, failed: dict, deadline: float
     rows = []
     for spec, configs in spec_rows:
         case = MoEGemmCase(spec, device=device)
-        for variant in VARIANTS:
+        for variant in variants:
             for config in configs:
                 row = {"case": spec.shape_label, "m": spec.m, "variant": variant, "config": config.label()}
                 why = failed.get((spec.shape_label, config, variant))

@@ -272,6 +272,22 @@ def invoke_fused_gemm(a, w, c, topk_weights, sorted_token_ids, expert_ids, num_t
     return c
 
 
+def layer_configs(m: int, num_experts: int, inter: int, top_k: int, device_name: str | None,
+                  fused_gemm1: bool = True) -> tuple[tuple[Config, str], tuple[Config, str]]:
+    """(config, where it came from) of GEMM1 and of GEMM2 for M tokens when the caller gives none.
+
+    GEMM1 with the fused activation: the file tuned for it (`moe_configs.FUSED_DIR`, tuned on interleaved
+    w1, used for both w1 layouts), else the previous kernel's tuned file, else the default rule. GEMM2 (and
+    an unfused GEMM1): the previous kernel's tuned file, else the default rule, as `kernels.fused_moe`.
+    """
+    from kernels import moe_configs  # late: moe_configs imports kernels.fused_moe
+
+    fused_dir = moe_configs.FUSED_DIR if fused_gemm1 else None
+    gemm1 = moe_configs.get_config(m, num_experts, inter, top_k, device_name, config_dir=fused_dir)
+    gemm2 = moe_configs.get_config(m, num_experts, inter, top_k, device_name)
+    return gemm1, gemm2
+
+
 def fused_moe_fused(hidden, w1, w2, topk_weights, topk_ids, config: Config | None = None,
                     config2: Config | None = None, fuse_act: bool = True, fuse_sum: bool = True,
                     persistent: bool = False, b_tma: bool | None = None,
@@ -282,16 +298,19 @@ def fused_moe_fused(hidden, w1, w2, topk_weights, topk_ids, config: Config | Non
     fuse_sum: GEMM2 adds weighted rows into a float32 [M, H] (no top-k sum kernel); else as before.
     persistent: both GEMMs run as persistent programs over the real tiles.
     w1_interleaved: w1 is `interleave_gate_up(w1)` (prepared once); needs fuse_act.
+    config None: `layer_configs` for this GPU (GEMM1 from the files tuned for the fused kernel); config2
+    None: the config given for GEMM1, or, when that is None too, `layer_configs`'s GEMM2 config.
     """
-    from kernels.moe_configs import default_config  # late: moe_configs imports kernels.fused_moe
-
     fm._check_layer(hidden, w1, w2, topk_weights, topk_ids)
     if w1_interleaved and not fuse_act:
         raise AdvisorError("interleaved w1 is read only by the fused activation; pass fuse_act=True")
     m, h = hidden.shape
     e, two_i, _ = w1.shape
     top_k = topk_ids.shape[1]
-    config = config or default_config(m, e, top_k)
+    if config is None:
+        device_name = torch.cuda.get_device_name(hidden.device) if hidden.is_cuda else None
+        (config, _), (tuned2, _) = layer_configs(m, e, two_i // 2, top_k, device_name, fused_gemm1=fuse_act)
+        config2 = config2 or tuned2
     config2 = config2 or config
     topk_weights = topk_weights.to(torch.float32).contiguous()
     dev = hidden.device

@@ -28,6 +28,8 @@ from ceilings.files import atomic_write
 from ceilings.launch import Config
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "configs"
+# Tuned for `kernels.fused_moe_fused`'s GEMM1 with SiLU-and-mul in its epilogue (same file format and names).
+FUSED_DIR = SHIPPED_DIR / "fused"
 
 # The token counts the engines' tuners write (ANCHORS section 2).
 ENGINE_M_KEYS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
