@@ -28,7 +28,8 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
 
 Load latencies are microbenchmark figures for Hopper (cited below); on other GPUs causes 2, 4 and 6
 are left out with a note. Every assumption that changes a number is a note on the Diagnosis.
-A little over 400 lines: the causes, the SASS reading they need and the text bar share one model.
+A little over 400 lines: the causes, the SASS reading they need and the text bar share one model;
+causes that need the tile's MMA geometry live in advisor/advice/diagnose_causes.py.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from advisor.advice.diagnose_causes import operand_staging
+from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, operand_staging
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling, Demand
@@ -312,10 +313,14 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
             notes.append(f"the operand stream needs {need_rate * sms / 1e12:.1f} TB/s between L2 and the SMs, above "
                          f"the {mem_rate * sms / 1e12:.1f} TB/s L2 probe; not counted as a cause: kernels have moved "
                          "more than the probe reads (benchmarks/RESULTS.md section 4)")
-    if loop is not None and loop.tiles and d.tensor_kind == "wgmma" and "tensor" in rate and spec.smem_bytes_per_clock:
+    clock_fraction = SUSTAINED_CLOCK_FRACTION.get(spec.arch)
+    if loop is not None and loop.tiles and "tensor" in rate and rates.smem_tbs and clock_fraction:
         estimates.append(("operand staging", *operand_staging(
-            loop.tiles, config.num_warps, loop.element_bytes, loop.trips, busiest_ctas, rate["tensor"],
-            spec.tensor_flops[d.tensor_dtype] / spec.smem_bytes_per_clock, busiest_main)))
+            loop.tiles, config.num_warps, d.tensor_kind, loop.element_bytes, loop.trips, busiest_ctas,
+            rates.smem_tbs * 1e12 / sms * clock_fraction, rate["tensor"], busiest_main)))
+        if estimates[-1][1] > 0:
+            notes.append(f"operand staging takes shared memory at {clock_fraction:.2f} of the boost clock (the "
+                         "sustained clock under tensor load, measured on an H100: ANCHORS section 6)")
     if latency is None:
         notes.append(f"no documented load latency for {spec.name}: exit-only CTAs, fill/drain, epilogue and memory "
                      "latency not estimated")

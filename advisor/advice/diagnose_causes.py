@@ -12,11 +12,17 @@ per byte, a ratio that does not depend on the clock. A 128 x 256 tile on two war
 32 FLOP per staged byte; a narrower instruction or a 64-row tile needs more bytes per FLOP, and the
 loop then runs at shared memory's pace, not the tensor pipe's.
 
-The shared-memory rate is taken at the clock the calibrated tensor rate implies (calibrated tensor
-rate / 32 FLOP per byte): the calibration GEMM (torch.matmul 8192^3, RESULTS section 4) runs tiles at
-or under that ratio, so this is the least shared-memory rate consistent with it. The cause is the
-busiest SM's staged bytes at that rate past the binding work already counted; zero for warp-level MMAs
-(mma.sync's ldmatrix reads depend on a warp layout not modelled here) and without BLOCK_M/N/K.
+Warp-level MMAs (mma.sync m16n8k16, Triton's layout for tiles under 64 rows or warps not in fours)
+read operands with ldmatrix: each warp its rows of A and its columns of B, so A is read once per warp
+along N and B once per warp along M. They issue at `GPUSpec.mma_sync_fraction` of the warpgroup rate,
+so shared memory feeds them that fraction of 32 FLOP per byte.
+
+Shared memory runs on the SM clock, and under back-to-back tensor load that clock drops: the same
+compute-bound fused-MoE launch took 1.37 ms alone and 1.67 ms back to back (ANCHORS section 6, an
+H100; the H200 has the same GH100 SM and clocks, an assumption noted on its diagnoses). So shared
+memory is taken at 128 B/clock x the boost clock x 1.37 / 1.67, against the tensor work at its
+calibrated sustained rate. The cause is the busiest SM's staged bytes at that rate past the binding
+work already counted (padding and the tail included); without BLOCK_M/N/K tiles it is not estimated.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ import math
 WGMMA_M = 64        # rows of one wgmma instruction (PTX ISA: m64nNk16)
 WGMMA_MAX_N = 256   # widest N of one wgmma instruction (PTX ISA)
 WARPS_PER_WARPGROUP = 4
+# The SM clock under sustained tensor load over the clock of a single launch: 1.37 ms single against
+# 1.67 ms back to back for the same launch (ANCHORS section 6, H100, Nsight Compute 2025.3).
+SUSTAINED_CLOCK_FRACTION = {90: 1.37 / 1.67}
 
 
 def wgmma_layout(block_m: int, block_n: int, num_warps: int) -> tuple[int, int]:
@@ -37,28 +46,54 @@ def wgmma_layout(block_m: int, block_n: int, num_warps: int) -> tuple[int, int]:
     return along_m, min(WGMMA_MAX_N, max(8, block_n // along_n))
 
 
-def staged_bytes_per_k_step(block_m: int, block_n: int, block_k: int, num_warps: int, size: int) -> float:
-    """Shared-memory bytes one K step of one CTA moves: the A and B tiles written once, then every
-    wgmma's A and B slices read (64-row slices x instructions across N)."""
-    _, inst_n = wgmma_layout(block_m, block_n, num_warps)
-    slices = math.ceil(block_m / WGMMA_M)
-    instructions_per_slice = math.ceil(block_n / inst_n)
+def mma_sync_layout(block_m: int, block_n: int, num_warps: int) -> tuple[int, int]:
+    """(warps along M, warps along N) of warp-level MMAs (m16n8k16) as Triton places them
+    (warpsPerTileV2 of lib/Dialect/TritonGPU/Transforms/AccelerateMatmul.cpp; the TTGIR's
+    `nvidia_mma<{versionMajor = 2, warpsPerCTA = ...}>` agrees, tests/test_diagnose_causes.py)."""
+    along_m, along_n = 1, 1
+    while along_m * along_n < num_warps:
+        if block_m // 16 // along_m >= block_n // 16 // along_n and along_m < block_m // 16:
+            along_m *= 2
+        else:
+            along_n *= 2
+    return along_m, along_n
+
+
+def staged_bytes_per_k_step(block_m: int, block_n: int, block_k: int, num_warps: int, size: int,
+                            kind: str = "wgmma") -> float:
+    """Shared-memory bytes one K step of one CTA moves: the A and B tiles written once, then read by
+    the MMAs: every wgmma's A and B slices (64-row slices x instructions across N), or every warp's
+    rows of A and columns of B (ldmatrix) for warp-level MMAs."""
+    block_m, block_n, block_k = int(block_m), int(block_n), int(block_k)
     written = (block_m + block_n) * block_k * size
-    read = slices * instructions_per_slice * (WGMMA_M + inst_n) * block_k * size
+    if kind == "wgmma":
+        _, inst_n = wgmma_layout(block_m, block_n, num_warps)
+        slices = math.ceil(block_m / WGMMA_M)
+        read = slices * math.ceil(block_n / inst_n) * (WGMMA_M + inst_n) * block_k * size
+    else:
+        along_m, along_n = mma_sync_layout(block_m, block_n, num_warps)
+        read = (block_m * along_n + block_n * along_m) * block_k * size
     return float(written + read)
 
 
-def operand_staging(tiles: tuple[int, int, int], num_warps: int, size: int, trips: float, busiest_ctas: int,
-                    tensor_rate_per_sm: float, flops_per_smem_byte: float, busiest_main_us: float):
-    """(estimate in us, reason) of the busiest SM waiting on shared memory for wgmma operands."""
+def operand_staging(tiles: tuple[int, int, int], num_warps: int, kind: str, size: int, trips: float,
+                    busiest_ctas: int, smem_rate_per_sm: float, tensor_rate_per_sm: float, busiest_main_us: float):
+    """(estimate in us, reason) of the busiest SM waiting on shared memory for MMA operands: its staged
+    bytes at `smem_rate_per_sm` (bytes/s) past its binding work; `tensor_rate_per_sm` (FLOP/s of this
+    MMA kind) only sets the FLOP per byte the text compares against."""
     bm, bn, bk = (int(t) for t in tiles)
-    per_step = staged_bytes_per_k_step(bm, bn, bk, num_warps, size)
-    smem_rate = tensor_rate_per_sm / flops_per_smem_byte  # bytes/s of one SM at the calibrated clock
-    staged_us = busiest_ctas * trips * per_step / smem_rate * 1e6
+    per_step = staged_bytes_per_k_step(bm, bn, bk, num_warps, size, kind)
+    staged_us = busiest_ctas * trips * per_step / smem_rate_per_sm * 1e6
     intensity = 2 * bm * bn * bk / per_step
-    along_m, inst_n = wgmma_layout(bm, bn, num_warps)
-    why = (f"{per_step / 1024:.0f} KB of shared memory per K step (tiles written, then {math.ceil(bm / WGMMA_M)} "
-           f"row slice(s) x m64n{inst_n}k16 reads; {along_m} warpgroup(s) along M): {intensity:.1f} FLOP per byte "
-           f"against the {flops_per_smem_byte:.0f} shared memory feeds the tensor pipe; busiest SM "
-           f"{staged_us:.1f} us of staging against {busiest_main_us:.1f} us of work")
+    if kind == "wgmma":
+        along_m, inst_n = wgmma_layout(bm, bn, num_warps)
+        how = (f"{math.ceil(bm / WGMMA_M)} row slice(s) x m64n{inst_n}k16 reads; {along_m} warpgroup(s) "
+               "along M")
+    else:
+        along_m, along_n = mma_sync_layout(bm, bn, num_warps)
+        how = f"warp-level MMAs on {along_m} x {along_n} warps, each reading its rows and columns"
+    why = (f"{per_step / 1024:.0f} KB of shared memory per K step (tiles written, then {how}): "
+           f"{intensity:.1f} FLOP per byte against the {tensor_rate_per_sm / smem_rate_per_sm:.1f} shared memory "
+           f"feeds the tensor pipe at the sustained clock; busiest SM {staged_us:.1f} us of staging against "
+           f"{busiest_main_us:.1f} us of work")
     return max(0.0, staged_us - busiest_main_us), why
