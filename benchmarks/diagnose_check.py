@@ -102,6 +102,7 @@ def main(argv=None) -> int:
     start = time.time()
     without = {n.strip() for n in args.without.split(",") if n.strip()}
     out, cause_names = [], []
+    capped: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])  # (gpu, cause): [estimated, capped]
     for gpu_name in args.gpus.split(","):
         for source, spec, config, dx in diagnose_rows(gpu_name):
             for c in dx.causes:
@@ -114,6 +115,10 @@ def main(argv=None) -> int:
             share_above = max(0.0, 1.0 - unexplained / above) if above > 0 else 1.0
             causes = {f"{c.name} us": (0.0 if c.name in without else unexplained if c.name == "unexplained" else c.us)
                       for c in dx.causes}
+            for c in dx.causes:
+                if c.name != "unexplained" and c.estimate_us > 0:
+                    capped[(gpu_name, c.name)][0] += 1
+                    capped[(gpu_name, c.name)][1] += c.estimate_us > c.us + 1e-9
             out.append({"gpu": gpu_name, "source": source, "shape": spec.shape_label, "M": spec.m,
                         "config": config.label(), "time_us": dx.time_us, "ideal_us": dx.ideal_us,
                         "ceiling_us": dx.ceiling_us, "gap_us": dx.gap_us,
@@ -149,6 +154,10 @@ def main(argv=None) -> int:
             best = [min(g, key=lambda r: r["time_us"]) for k, g in groups.items() if k[0] == gpu_name]
             print(summarise(f"{gpu_name} fastest config per case", [r[key] for r in best if has_gap(r)],
                             sum(not has_gap(r) for r in best)))
+    print("\nrows where a cause's estimate passed the gap left to it (capped; an over-estimate or an earlier "
+          "cause's):")
+    for (gpu_name, name), (n, over) in capped.items():
+        print(f"  {gpu_name} {name:<18} estimated in {n:5d} rows, capped in {over:5d} ({over / n:5.1%})")
     if args.per_case:
         print("\ngpu   shape                        M      n  median share  >=80%  fastest: us, gap, share, top causes")
         for (gpu_name, shape, m), g in sorted(groups.items()):
