@@ -20,14 +20,16 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
 5. epilogue: the output tile leaving the SM after the loop, at the SM's share of the L2 rate;
 6. memory latency: num_stages - 1 operand tiles in flight per CTA, times the CTAs an SM holds, against
    the bytes Little's law needs in flight (latency x the rate the binding pipeline consumes them);
-7. operand staging: shared-memory bytes a warpgroup MMA loop writes and re-reads per FLOP, past the
-   32 FLOP per byte the SM's shared memory feeds its tensor pipe (advisor/advice/diagnose_causes.py);
+7. operand staging: the shared-memory bytes an MMA loop (warpgroup or warp-level) writes and re-reads,
+   at 128 B per clock at the sustained clock, past the busiest SM's binding work
+   (advisor/advice/diagnose_causes.py);
 8. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
    spills (local loads and stores);
 9. unexplained.
 
-Load latencies are microbenchmark figures for Hopper (cited below); on other GPUs causes 2, 4 and 6
-are left out with a note. Every assumption that changes a number is a note on the Diagnosis.
+Load latencies and the sustained clock are figures for Hopper (cited below and in diagnose_causes);
+on other GPUs causes 2, 4, 6 and 7 are left out with a note. Every assumption that
+changes a number is a note on the Diagnosis.
 A little over 400 lines: the causes, the SASS reading they need and the text bar share one model;
 causes that need the tile's MMA geometry live in advisor/advice/diagnose_causes.py.
 """
@@ -321,6 +323,8 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         if estimates[-1][1] > 0:
             notes.append(f"operand staging takes shared memory at {clock_fraction:.2f} of the boost clock (the "
                          "sustained clock under tensor load, measured on an H100: ANCHORS section 6)")
+    elif loop is not None and loop.tiles and clock_fraction is None:
+        notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
     if latency is None:
         notes.append(f"no documented load latency for {spec.name}: exit-only CTAs, fill/drain, epilogue and memory "
                      "latency not estimated")
