@@ -20,13 +20,18 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
 5. epilogue: the output tile leaving the SM after the loop, at the SM's share of the L2 rate;
 6. memory latency: num_stages - 1 operand tiles in flight per CTA, times the CTAs an SM holds, against
    the bytes Little's law needs in flight (latency x the rate the binding pipeline consumes them);
-7. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
+7. operand staging: the shared-memory bytes an MMA loop (warpgroup or warp-level) writes and re-reads,
+   at 128 B per clock at the sustained clock, past the busiest SM's binding work
+   (advisor/advice/diagnose_causes.py);
+8. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
    spills (local loads and stores);
-8. unexplained.
+9. unexplained.
 
-Load latencies are microbenchmark figures for Hopper (cited below); on other GPUs causes 2, 4 and 6
-are left out with a note. Every assumption that changes a number is a note on the Diagnosis.
-A little over 400 lines: the causes, the SASS reading they need and the text bar share one model.
+Load latencies and the sustained clock are figures for Hopper (cited below and in diagnose_causes);
+on other GPUs causes 2, 4, 6 and 7 are left out with a note. Every assumption that
+changes a number is a note on the Diagnosis.
+A little over 400 lines: the causes, the SASS reading they need and the text bar share one model;
+causes that need the tile's MMA geometry live in advisor/advice/diagnose_causes.py.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
+from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, operand_staging
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling, Demand
@@ -138,6 +144,19 @@ def diagnose(subject, config: Config | None = None, time_us: float | None = None
     return _diagnose(subject, config, ceiling, time_us, basis)
 
 
+def diagnose_ceiling(subject, config: Config, ceiling: Ceiling, time_us: float, basis: str = "measured",
+                     read_sass: bool = True) -> Diagnosis:
+    """The diagnosis of a ceiling computed elsewhere (a sweep row's exact routing, say) at `time_us`.
+    `read_sass=False` skips the compile: no software division or spill cause, said in a note."""
+    if not (math.isfinite(time_us) and time_us > 0):
+        raise AdvisorError(f"measured time {time_us}: give a positive number of microseconds, e.g. --measured 518")
+    sass = None if read_sass else _Sass()
+    dx = _diagnose(subject, config, ceiling, time_us, basis, sass)
+    if not read_sass:
+        dx.notes.append("SASS not read: software division and register spills not estimated")
+    return dx
+
+
 def diagnose_advice(advice) -> Diagnosis | None:
     """The diagnosis of an Advice's current config at the time the advice judges it by (None when the
     config cannot run, or its ceiling carries no work to take apart)."""
@@ -184,6 +203,8 @@ class _Loop:
     bytes_per_trip: float
     epilogue_bytes: float
     stages: int
+    tiles: tuple[int, int, int] | None = None  # (BLOCK_M, BLOCK_N, BLOCK_K) of a tiled config
+    element_bytes: int = 2
 
 
 @dataclass
@@ -209,7 +230,8 @@ def _per_sm_rate(key: str, demand: Demand, rates) -> float | None:
     return chip / spec.sms
 
 
-def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: str) -> Diagnosis:
+def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: str,
+              sass: _Sass | None = None) -> Diagnosis:
     d, rates, spec = ceiling.demand, subject.gpu.rates, subject.spec
     if d is None:
         raise AdvisorError(f"{subject.label}: its ceiling carries no demand (the work behind it): nothing to diagnose")
@@ -246,7 +268,7 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
     exposed = busiest_ctas if resident == 1 else 1  # CTAs whose fill and epilogue no other CTA hides
     latency = LOAD_LATENCY_CYCLES.get(spec.arch)
     clock_hz = rates.clock_ghz * 1e9
-    sass = _read_sass(subject, config, notes)
+    sass = _read_sass(subject, config, notes) if sass is None else sass
     loop = _loop(subject, config, d, sass, notes)
     mem_rate = (rates.l2_tbs or rates.dram_tbs) * 1e12 / sms  # one SM's share of the L2 rate, bytes/s
 
@@ -293,7 +315,17 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
             notes.append(f"the operand stream needs {need_rate * sms / 1e12:.1f} TB/s between L2 and the SMs, above "
                          f"the {mem_rate * sms / 1e12:.1f} TB/s L2 probe; not counted as a cause: kernels have moved "
                          "more than the probe reads (benchmarks/RESULTS.md section 4)")
-    elif latency is None:
+    clock_fraction = SUSTAINED_CLOCK_FRACTION.get(spec.arch)
+    if loop is not None and loop.tiles and "tensor" in rate and rates.smem_tbs and clock_fraction:
+        estimates.append(("operand staging", *operand_staging(
+            loop.tiles, config.num_warps, d.tensor_kind, loop.element_bytes, loop.trips, busiest_ctas,
+            rates.smem_tbs * 1e12 / sms * clock_fraction, rate["tensor"], busiest_main)))
+        if estimates[-1][1] > 0:
+            notes.append(f"operand staging takes shared memory at {clock_fraction:.2f} of the boost clock (the "
+                         "sustained clock under tensor load, measured on an H100: ANCHORS section 6)")
+    elif loop is not None and loop.tiles and clock_fraction is None:
+        notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
+    if latency is None:
         notes.append(f"no documented load latency for {spec.name}: exit-only CTAs, fill/drain, epilogue and memory "
                      "latency not estimated")
     if sass.division_calls:
@@ -385,7 +417,7 @@ def _loop(subject, config: Config, d: Demand, sass: _Sass, notes: list[str]) -> 
     bm, bn, bk = t["tile_m"], t["tile_n"], t["tile_k"]
     if bm and bn and bk and d.tensor_flops_per_cta:
         trips = d.tensor_flops_per_cta / (2 * bm * bn * bk)
-        return _Loop(trips, (bm + bn) * bk * size, bm * bn * size, config.num_stages)
+        return _Loop(trips, (bm + bn) * bk * size, bm * bn * size, config.num_stages, (bm, bn, bk), size)
     if sass.trips:
         per_cta = d.l2_bytes / max(d.active_ctas, 1)
         notes.append(f"no BLOCK_M/N/K tiles: the loop of {sass.trips:g} trips takes the demand's {per_cta / 1024:.0f} "

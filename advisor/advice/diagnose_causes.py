@@ -1,0 +1,99 @@
+"""Causes of `advisor diagnose` that need more of the launch's geometry than the ceiling's demand holds.
+
+**Operand staging through shared memory (Hopper warpgroup MMAs).** A wgmma of shape m64nNk16 reads its
+A slice (64 x 16) and its B slice (N x 16) from shared memory each time it issues (both operands in
+shared memory, as Triton emits them for tiles it loads itself; PTX ISA, "Asynchronous Warpgroup Level
+Matrix Multiply-Accumulate", operand descriptors). Triton spreads a CTA's warpgroups over M first (one
+per 64 rows) and over N only when BLOCK_M runs out, so each instruction is N = BLOCK_N / (warpgroups
+along N) wide, and every 64-row slice of the tile re-reads all of B. The tiles are also written once
+into shared memory (cp.async or TMA) per K step. An SM's shared memory moves 128 B per clock against
+the tensor pipe's 4096 dense 16-bit FLOP per clock (ANCHORS section 4; NVIDIA H100 whitepaper): 32 FLOP
+per byte, a ratio that does not depend on the clock. A 128 x 256 tile on two warpgroups sits at exactly
+32 FLOP per staged byte; a narrower instruction or a 64-row tile needs more bytes per FLOP, and the
+loop then runs at shared memory's pace, not the tensor pipe's.
+
+Warp-level MMAs (mma.sync m16n8k16, Triton's layout for tiles under 64 rows or warps not in fours)
+read operands with ldmatrix: each warp its rows of A and its columns of B, so A is read once per warp
+along N and B once per warp along M. They issue at `GPUSpec.mma_sync_fraction` of the warpgroup rate,
+so shared memory feeds them that fraction of 32 FLOP per byte.
+
+Shared memory runs on the SM clock, and under back-to-back tensor load that clock drops: the same
+compute-bound fused-MoE launch took 1.37 ms alone and 1.67 ms back to back (ANCHORS section 6, an
+H100; the H200 has the same GH100 SM and clocks, an assumption noted on its diagnoses). So shared
+memory is taken at 128 B/clock x the boost clock x 1.37 / 1.67, against the tensor work at its
+calibrated sustained rate. The cause is the busiest SM's staged bytes at that rate past the binding
+work already counted (padding and the tail included); without BLOCK_M/N/K tiles it is not estimated.
+"""
+
+from __future__ import annotations
+
+import math
+
+WGMMA_M = 64        # rows of one wgmma instruction (PTX ISA: m64nNk16)
+WGMMA_MAX_N = 256   # widest N of one wgmma instruction (PTX ISA)
+WARPS_PER_WARPGROUP = 4
+# The SM clock under sustained tensor load over the clock of a single launch: 1.37 ms single against
+# 1.67 ms back to back for the same launch (ANCHORS section 6, H100, Nsight Compute 2025.3).
+SUSTAINED_CLOCK_FRACTION = {90: 1.37 / 1.67}
+
+
+def wgmma_layout(block_m: int, block_n: int, num_warps: int) -> tuple[int, int]:
+    """(warpgroups along M, instruction N) as Triton places warpgroups: along M first, one per 64 rows."""
+    block_m, block_n = int(block_m), int(block_n)
+    groups = max(1, num_warps // WARPS_PER_WARPGROUP)
+    along_m = max(1, min(groups, block_m // WGMMA_M))
+    along_n = max(1, groups // along_m)
+    return along_m, min(WGMMA_MAX_N, max(8, block_n // along_n))
+
+
+def mma_sync_layout(block_m: int, block_n: int, num_warps: int) -> tuple[int, int]:
+    """(warps along M, warps along N) of warp-level MMAs (m16n8k16) as Triton places them
+    (warpsPerTileV2 of lib/Dialect/TritonGPU/Transforms/AccelerateMatmul.cpp; the TTGIR's
+    `nvidia_mma<{versionMajor = 2, warpsPerCTA = ...}>` agrees, tests/test_diagnose_causes.py)."""
+    along_m, along_n = 1, 1
+    while along_m * along_n < num_warps:
+        if block_m // 16 // along_m >= block_n // 16 // along_n and along_m < block_m // 16:
+            along_m *= 2
+        else:
+            along_n *= 2
+    return along_m, along_n
+
+
+def staged_bytes_per_k_step(block_m: int, block_n: int, block_k: int, num_warps: int, size: int,
+                            kind: str = "wgmma") -> float:
+    """Shared-memory bytes one K step of one CTA moves: the A and B tiles written once, then read by
+    the MMAs: every wgmma's A and B slices (64-row slices x instructions across N), or every warp's
+    rows of A and columns of B (ldmatrix) for warp-level MMAs."""
+    block_m, block_n, block_k = int(block_m), int(block_n), int(block_k)
+    written = (block_m + block_n) * block_k * size
+    if kind == "wgmma":
+        _, inst_n = wgmma_layout(block_m, block_n, num_warps)
+        slices = math.ceil(block_m / WGMMA_M)
+        read = slices * math.ceil(block_n / inst_n) * (WGMMA_M + inst_n) * block_k * size
+    else:
+        along_m, along_n = mma_sync_layout(block_m, block_n, num_warps)
+        read = (block_m * along_n + block_n * along_m) * block_k * size
+    return float(written + read)
+
+
+def operand_staging(tiles: tuple[int, int, int], num_warps: int, kind: str, size: int, trips: float,
+                    busiest_ctas: int, smem_rate_per_sm: float, tensor_rate_per_sm: float, busiest_main_us: float):
+    """(estimate in us, reason) of the busiest SM waiting on shared memory for MMA operands: its staged
+    bytes at `smem_rate_per_sm` (bytes/s) past its binding work; `tensor_rate_per_sm` (FLOP/s of this
+    MMA kind) only sets the FLOP per byte the text compares against."""
+    bm, bn, bk = (int(t) for t in tiles)
+    per_step = staged_bytes_per_k_step(bm, bn, bk, num_warps, size, kind)
+    staged_us = busiest_ctas * trips * per_step / smem_rate_per_sm * 1e6
+    intensity = 2 * bm * bn * bk / per_step
+    if kind == "wgmma":
+        along_m, inst_n = wgmma_layout(bm, bn, num_warps)
+        how = (f"{math.ceil(bm / WGMMA_M)} row slice(s) x m64n{inst_n}k16 reads; {along_m} warpgroup(s) "
+               "along M")
+    else:
+        along_m, along_n = mma_sync_layout(bm, bn, num_warps)
+        how = f"warp-level MMAs on {along_m} x {along_n} warps, each reading its rows and columns"
+    why = (f"{per_step / 1024:.0f} KB of shared memory per K step (tiles written, then {how}): "
+           f"{intensity:.1f} FLOP per byte against the {tensor_rate_per_sm / smem_rate_per_sm:.1f} shared memory "
+           f"feeds the tensor pipe at the sustained clock; busiest SM {staged_us:.1f} us of staging against "
+           f"{busiest_main_us:.1f} us of work")
+    return max(0.0, staged_us - busiest_main_us), why

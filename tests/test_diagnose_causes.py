@@ -1,0 +1,120 @@
+"""The operand-staging cause of `advisor diagnose` on dense GEMMs whose shared-memory traffic is known by
+construction: 132 tiles (one CTA per SM, no tail) of 64 x 256 on two warpgroups (they split N, so each
+wgmma is m64n128k16 and re-reads the A slice), of 128 x 256 (two warpgroups along M: exactly the 32 FLOP
+per byte shared memory feeds the tensor pipe at its peak) and of 16 x 64 on four warps (warp-level MMAs,
+each warp reading all 16 rows of A). Shared memory runs at 128 B/clock x the boost clock x 1.37 / 1.67
+(ANCHORS section 6); the layouts assumed are checked against what Triton emits."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from advisor.advice import moe
+from advisor.advice.ceiling import parse_config
+from advisor.advice.diagnose import diagnose
+from advisor.advice.diagnose_causes import (
+    SUSTAINED_CLOCK_FRACTION,
+    mma_sync_layout,
+    staged_bytes_per_k_step,
+    wgmma_layout,
+)
+from ceilings.compile import compile_launch
+from tests.test_diagnose import GPU, SMS, check_sums, gemm
+
+SMEM_RATE = GPU.rates.smem_tbs * 1e12 / SMS * SUSTAINED_CLOCK_FRACTION[90]  # one SM, bytes/s
+
+LONG = 10_000.0
+
+
+@pytest.mark.parametrize(("tile", "warps", "layout"), [
+    ((64, 256), 8, (1, 128)),    # one 64-row slice: the second warpgroup takes half of N
+    ((128, 256), 8, (2, 256)),   # one warpgroup per 64 rows
+    ((256, 128), 8, (2, 128)),   # two warpgroups along M, each two slices
+    ((128, 128), 4, (1, 128)),   # one warpgroup, two slices
+    ((64, 512), 4, (1, 256)),    # an instruction is at most 256 wide
+])
+def test_warpgroups_go_along_m_first(tile, warps, layout):
+    assert wgmma_layout(*tile, warps) == layout
+
+
+def test_staged_bytes_count_writes_and_every_instructions_reads():
+    # 64 x 256 x 64 on 8 warps: tiles written (64 + 256) x 64 x 2 B; two m64n128k16 per k16 step, each
+    # reading 64 + 128 rows of 16 columns: (64 + 128) x 64 x 2 B per instruction column over the K step.
+    assert staged_bytes_per_k_step(64, 256, 64, 8, 2) == (64 + 256) * 64 * 2 + 2 * (64 + 128) * 64 * 2
+    # 128 x 256 on 8 warps: exactly 2 x 128 x 256 x 64 FLOP at 32 FLOP per byte.
+    assert staged_bytes_per_k_step(128, 256, 64, 8, 2) == 2 * 128 * 256 * 64 / 32
+
+
+def staging(d):
+    return next((c for c in d.causes if c.name == "operand staging"), None)
+
+
+def test_a_64_row_tile_on_two_warpgroups_waits_on_shared_memory():
+    subject = gemm("768,2816,4096", bm=64, bn=256, bk=64, warps=8)  # 12 x 11 = 132 tiles
+    (ceiling,) = subject.ceilings([subject.current])
+    assert ceiling.active_ctas == SMS and ceiling.ctas_per_sm == 1 and ceiling.binding == "tensor"
+    rate = GPU.rates.tensor_tflops["bf16"] * 1e12 / SMS        # one SM's calibrated tensor rate
+    trips = 4096 // 64
+    staged_us = trips * ((64 + 256) * 64 * 2 + 2 * (64 + 128) * 64 * 2) / SMEM_RATE * 1e6
+    tensor_us = 2 * 64 * 256 * 4096 / rate * 1e6
+    assert staged_us > tensor_us
+    d = diagnose(subject, time_us=LONG)
+    cause = staging(d)
+    assert cause.estimate_us == pytest.approx(staged_us - tensor_us, rel=1e-9)
+    assert "m64n128k16" in cause.why and "23.3 FLOP per byte" in cause.why
+    assert any("ANCHORS section 6" in n for n in d.notes)
+    check_sums(d)
+
+
+def test_a_128_by_256_tile_on_two_warpgroups_loses_nothing_to_staging():
+    d = diagnose(gemm("1536,2816,4096", bm=128, bn=256, bk=64, warps=8), time_us=LONG)
+    assert staging(d).estimate_us == 0.0 and "32.0 FLOP per byte" in staging(d).why
+    assert not any("ANCHORS section 6" in n for n in d.notes)
+    check_sums(d)
+
+
+def test_warp_level_mmas_read_a_once_per_warp_along_n():
+    subject = gemm("2112,704,4096", bm=16, bn=64, bk=64, warps=4, stages=3)  # 132 x 11 tiles
+    (ceiling,) = subject.ceilings([subject.current])
+    assert ceiling.demand.tensor_kind == "mma_sync" and mma_sync_layout(16, 64, 4) == (1, 4)
+    busiest = math.ceil(ceiling.active_ctas / SMS)
+    per_step = (16 + 64) * 64 * 2 + (16 * 4 + 64 * 1) * 64 * 2
+    staged_us = busiest * (4096 // 64) * per_step / SMEM_RATE * 1e6
+    d = diagnose(subject, time_us=LONG)
+    cause = staging(d)
+    assert 0 < cause.estimate_us < staged_us and "1 x 4 warps" in cause.why
+    # What it adds is the staging past the busiest SM's binding work: here the demand's own shared
+    # memory (one write and one read of each tile) at the boost clock.
+    assert ceiling.binding == "smem"
+    binding_us = ceiling.demand.busiest_sm_work("smem", SMS) / (GPU.rates.smem_tbs * 1e12 / SMS) * 1e6
+    assert cause.estimate_us == pytest.approx(staged_us - binding_us, rel=1e-9)
+    check_sums(d)
+
+
+@pytest.mark.parametrize("label", ["M64 N256 K64 G1 w8 s3", "M256 N128 K64 G1 w8 s3", "M64 N32 K64 G1 w8 s3",
+                                   "M32 N64 K128 G1 w8 s3", "M16 N256 K64 G1 w8 s3"])
+def test_the_layouts_are_what_triton_emits(label):
+    family = moe.family()
+    config = parse_config(label, family)
+    spec, _ = moe.gemm_spec("mixtral-8x7b", 1024, 2, 1)
+    ttgir = compile_launch(family.describe_launch(spec, config, 90), 90).ttgir
+    (mma,) = set(re.findall(r"#ttg\.nvidia_mma<\{[^}]*\}>", ttgir))
+    warps = [int(v) for v in re.search(r"warpsPerCTA = \[(\d+), (\d+)\]", mma).groups()]
+    bm, bn, nw = config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config.num_warps
+    if "versionMajor = 3" in mma:
+        inst_n = int(re.search(r"instrShape = \[16, (\d+), 16\]", mma)[1])
+        assert wgmma_layout(bm, bn, nw) == (warps[0] // 4, inst_n)
+    else:
+        assert mma_sync_layout(bm, bn, nw) == tuple(warps)
+
+
+def test_staging_is_capped_by_the_gap():
+    subject = gemm("768,2816,4096", bm=64, bn=256, bk=64, warps=8)
+    d = diagnose(subject, time_us=LONG)
+    short = d.ideal_us + 0.5 * sum(c.estimate_us for c in d.causes if c.name != "unexplained")
+    d = diagnose(subject, time_us=short)
+    check_sums(d)
+    assert d.unexplained_us == pytest.approx(0.0, abs=1e-9) and staging(d).us < staging(d).estimate_us
