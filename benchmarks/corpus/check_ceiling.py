@@ -1,4 +1,4 @@
-"""Is the generic ceiling a floor under the corpus's measured times on the H100, and a useful one?
+"""Is the generic ceiling a floor under the corpus's measured times on the H100 (or the H200), and a useful one?
 
 For every timed point (recorded configs and variants, status ok in `data/timings.csv`): the generic ceiling
 with the H100's calibrated rates (`check_points`: the launch from the trace, a variant's grid and config
@@ -12,6 +12,7 @@ library and overall:
 - the median over launches of measured / ceiling of each launch's best measured config (target <= 1.5).
 
     python benchmarks/corpus/check_ceiling.py [--per-library N] [--budget-s S] [--no-eval]
+    CORPUS_GPU=h200 python benchmarks/corpus/check_ceiling.py     # the H200's timings, its rates, _h200 files
 
 Evaluation is resumable (`data/ceilings.jsonl`); `--no-eval` reports on what is evaluated already.
 Writes `data/ceiling_check.csv` (one row per evaluated point) and prints a short table last.
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_points import (  # noqa: E402
     DATA,
     LIBRARIES,
+    SUFFIX,
     Point,
     done_keys,
     evaluate_all,
@@ -39,9 +41,10 @@ from check_points import (  # noqa: E402
     timed_points,
 )
 
-OUT = DATA / "ceiling_check.csv"
+OUT = DATA / f"ceiling_check{SUFFIX}.csv"
 FLOOR_SHARE = 0.97
-LAUNCH_US = 1.0912  # the calibrated launch floor (ceilings/calibration/NVIDIA_H100_80GB_HBM3.json)
+# the calibrated launch floor (ceilings/calibration/NVIDIA_H100_80GB_HBM3.json, NVIDIA_H200.json)
+LAUNCH_US = {"": 1.0912, "_h200": 0.9512}[SUFFIX]
 # How many times `sm__inst_executed_pipe_tensor.sum` counts a warpgroup MMA per warp that issues it. In the
 # corpus's ncu rows, on 15 of the 16 launches with warpgroup MMAs, tensor_op_gmma == tensor_op_hmma ==
 # pipe_tensor: the two sub-counters overlap, and pipe_tensor counts each HGMMA once (benchmarks/ncu_pipes.py

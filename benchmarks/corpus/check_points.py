@@ -34,7 +34,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DATA = HERE / "data"
-CEILINGS = DATA / "ceilings.jsonl"
+# CORPUS_GPU=h200: the H200's timings (data/timings_h200.csv) against ceilings with the H200's rates, in
+# files of their own; the SASS is the same (sm_90), so the compile cache serves both.
+GPU_KEY = os.environ.get("CORPUS_GPU", "h100").lower()
+if GPU_KEY not in ("h100", "h200"):
+    raise SystemExit(f"CORPUS_GPU={GPU_KEY!r}: the corpus was timed on h100 and h200 only")
+SUFFIX = "" if GPU_KEY == "h100" else f"_{GPU_KEY}"
+CEILINGS = DATA / f"ceilings{SUFFIX}.jsonl"
+TIMINGS = DATA / f"timings{SUFFIX}.csv"
 SITE = Path(os.environ.get("CORPUS_SITE", "/tmp/site"))  # where the pinned wheels are installed (README)
 # FlagGems finds its vendor by running vendor tools (nvidia-smi) at import; without a GPU, name it.
 os.environ.setdefault("GEMS_VENDOR", "nvidia")
@@ -44,7 +51,7 @@ for folder in (str(HERE), str(ROOT), str(SITE)):
 
 from replay import LIBRARIES, Case, Variant, load_cases  # noqa: E402
 
-GPU_NAME = "NVIDIA H100 80GB HBM3"
+GPU_NAME = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200"}[GPU_KEY]
 _INTEGER = {"int8", "uint8", "int16", "int32", "int64", "bool"}
 _VALUE_BYTES = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "int32": 4, "int64": 8}
 
@@ -81,7 +88,7 @@ def cases() -> dict[str, dict[str, Case]]:
 def timed_points() -> list[Point]:
     """Every (launch, config) timed with status ok."""
     out = []
-    with open(DATA / "timings.csv") as f:
+    with open(TIMINGS) as f:
         for row in csv.DictReader(f):
             if row["status"] != "ok":
                 continue
