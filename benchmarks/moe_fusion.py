@@ -291,6 +291,18 @@ def predict(out: Path, bandwidth_tbs: float) -> dict:
     return doc
 
 
+
+def target_device(dry: bool) -> str:
+    """"cuda", or for a dry run "cpu" with Triton's interpreter patched for bf16 (it multiplies bf16 bit
+    patterns unless patched: tests/interpreter_bf16.py says why)."""
+    if not dry:
+        return "cuda"
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import interpreter_bf16
+
+    interpreter_bf16.install()
+    return "cpu"
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
@@ -317,13 +329,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     deadline = started + args.deadline
     dry = args.dry_run
-    if dry:
-        # The interpreter multiplies bf16 bit patterns unless patched (tests/interpreter_bf16.py says why).
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        import interpreter_bf16
-
-        interpreter_bf16.install()
-    device = "cpu" if dry else "cuda"
+    device = target_device(dry)
     device_name = None if dry else torch.cuda.get_device_name()
     cases = [s for s in shapes(dry) if not args.only or s[0].startswith(args.only)]
     spec_rows, shipped = [], {}

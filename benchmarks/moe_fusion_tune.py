@@ -244,12 +244,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     deadline = started + args.deadline
     dry = args.dry_run
-    if dry:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        import interpreter_bf16  # the interpreter multiplies bf16 bit patterns unless patched
-
-        interpreter_bf16.install()
-    device = "cpu" if dry else "cuda"
+    device = moe_fusion.target_device(dry)
     device_name = "cpu-interpreter" if dry else torch.cuda.get_device_name()
     runtime = {} if dry else versions()
     cases, spec_rows, shipped = [], [], {}
