@@ -452,8 +452,7 @@ def test_real_program_in_tmux_from_opening_to_a_ranked_table(tmp_path):
     with TmuxSession(tmp_path, "advisor-tui-files", advisor_tui(str(TUT03), "--no-confirm"), (120, 36)) as tui:
         screen = tui.wait_for(r"type a call of matmul")
         assert "matmul_kernel" in screen and "Launches" in screen
-        tui.keys("Tab")  # from the launches to the form
-        screen = tui.wait_for(r"Add launch")
+        screen = tui.wait_for(r"Add launch")  # no launch yet: the form has the focus
         tui.keys(CALL, literal=True)
         tui.keys("Enter")
         screen = tui.wait_for(r"cur\s+M128 N256 K64 G8 w8 s3")
@@ -472,7 +471,6 @@ def test_real_program_leaves_within_a_second_during_a_cold_compile(tmp_path):
                *advisor_tui(str(TUT03))]
     with TmuxSession(tmp_path, "advisor-tui-leave", command, (120, 36)) as tui:
         tui.wait_for(r"type a call of matmul")
-        tui.keys("Tab")
         tui.wait_for(r"Add launch")
         tui.keys(CALL, literal=True)
         tui.keys("Enter")

@@ -288,7 +288,11 @@ class AdvisorApp(App[int]):
         self.query_one("#status", StatusLine).update(
             "choose a launch on the left (enter)" if first else "no launches yet: " + (model.hint or ""))
         self.show_source(next(iter(model.kernels)))
-        tree.focus()
+        if first is None and model.host_calls:
+            # nothing to choose yet and the hint says "type a call below": what is typed goes there
+            self.query_one("#form", LaunchForm).focus()
+        else:
+            tree.focus()
         if first is not None:
             self.call_after_refresh(tree.move_cursor, first)
         if problem:
