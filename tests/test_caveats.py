@@ -50,7 +50,7 @@ def test_suggest_json_lists_the_caveats_of_each_launch_and_keeps_its_keys(matmul
     # name: the caveat is there exactly when the current or the suggested config lies outside.
     (a,) = matmul_advices
     outside = a.current.outside_data or a.best.outside_data
-    assert any(OUTSIDE in c for c in launch["caveats"]) == outside
+    assert sum(OUTSIDE in c for c in launch["caveats"]) == int(outside)  # once per launch, not per config
     for key in ("launch", "current", "best", "speedup", "headroom", "binding", "why", "ranked", "basis"):
         assert key in launch
 
