@@ -74,6 +74,30 @@ def _literal_lists(src: Source) -> list[tuple[ast.List, list[Element]]]:
     return out
 
 
+def _space_list(src: Source, space: list[Config]) -> tuple[ast.List, list[Element]] | None:
+    """The literal list the building code returns: the one holding most of the space's configs."""
+    best, best_overlap = None, 0
+    for node, elements in _literal_lists(src):
+        overlap = sum(1 for e in elements if e.config in space)
+        if overlap > best_overlap:
+            best, best_overlap = (node, elements), overlap
+    return best
+
+
+def _list_words(src: Source, node: ast.List) -> str:
+    owner = _enclosing_function(node, _parents(src.tree))
+    span = f"lines {node.lineno}-{node.end_lineno}" if node.end_lineno != node.lineno else f"line {node.lineno}"
+    return f"the list {owner.name}() returns ({span})" if owner is not None else f"the list at {span}"
+
+
+def space_list_line(path: str | os.PathLike, space: list[Config]) -> tuple[int, str] | None:
+    """Where the configs of a list built by code are written as literals (the line and those words), for
+    annotations; None when no literal list holds them (a comprehension)."""
+    src = load_source(Path(path))
+    best = _space_list(src, space)
+    return None if best is None else (best[0].lineno, _list_words(src, best[0]))
+
+
 def plan_by_hand(path: str | os.PathLike, kernel: str, configs: list[Config], space: list[Config],
                  built_line: int, built_what: str) -> HandEdit | None:
     """The hand edit that puts `configs` into the list built by code (`space` is what it evaluates to,
@@ -83,19 +107,11 @@ def plan_by_hand(path: str | os.PathLike, kernel: str, configs: list[Config], sp
     if not missing:
         return None
     src = load_source(path)
-    # The literal list the building code returns: the one holding most of the space's configs.
-    best, best_overlap = None, 0
-    for node, elements in _literal_lists(src):
-        overlap = sum(1 for e in elements if e.config in space)
-        if overlap > best_overlap:
-            best, best_overlap = (node, elements), overlap
+    best = _space_list(src, space)
     if best is not None:
         node, elements = best
         func, quote, positional = _style(src, elements)
-        owner = _enclosing_function(node, _parents(src.tree))
-        span = f"lines {node.lineno}-{node.end_lineno}" if node.end_lineno != node.lineno else f"line {node.lineno}"
-        where = (f"the list {owner.name}() returns ({span})" if owner is not None
-                 else f"the list at {span}")
+        where = _list_words(src, node)
         line = node.lineno
     else:  # a comprehension or other code: no list of literal configs to add to
         func, quote, positional = _style(src, [])

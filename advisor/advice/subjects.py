@@ -378,6 +378,11 @@ def declared_space(source: str | Path, kernel: str) -> tuple[list[Config], Locat
 
     built = built_autotune_space(source, kernel)  # a list built by code: its configs, and where it is built
     if built is not None:
+        from advisor.advice.autotune_hand import space_list_line
+
+        written = space_list_line(source, built.configs)  # point at the configs, not at the call building them
+        if written is not None:
+            return built.configs, Location(str(source), written[0], f"autotune configs built by code ({written[1]})")
         return built.configs, Location(str(source), built.line, f"autotune configs built by code ({built.what})")
     text = Path(source).read_text()
     if re.search(r"^CONFIG_SPACE\s*[:=]", text, re.M):
