@@ -6,6 +6,7 @@ Every test draws fresh random inputs; the seed is printed in failure messages to
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections import Counter, defaultdict
@@ -58,6 +59,21 @@ def random_weights(e: int, n: int, k: int, dtype, gen, unused) -> torch.Tensor:
     w = torch.randn(e, n, k, generator=gen) / math.sqrt(k)
     w[unused] = NAN
     return w.to(dtype)
+
+
+@contextlib.contextmanager
+def poisoned_buffers(monkeypatch):
+    """The layer allocates its intermediate and output buffers with torch.empty: inside this block they
+    start as NaN, so a tile the kernel forgets to write shows in the output."""
+    real_empty = torch.empty
+
+    def poisoned_empty(*shape, **kwargs):
+        t = real_empty(*shape, **kwargs)
+        return t.fill_(NAN) if t.is_floating_point() else t
+
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "empty", poisoned_empty)
+        yield
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -178,15 +194,7 @@ def test_layer_matches_reference(monkeypatch, device, dtype, m, e, top_k, active
     config = make_config(*tiles) if tiles else None
     config2 = make_config(*tiles2) if tiles2 else None
     args = [t.to(device) for t in (hidden, w1, w2, weights, ids)]
-    # The layer allocates its intermediate and output buffers with torch.empty: poison them.
-    real_empty = torch.empty
-
-    def poisoned_empty(*shape, **kwargs):
-        t = real_empty(*shape, **kwargs)
-        return t.fill_(NAN) if t.is_floating_point() else t
-
-    with monkeypatch.context() as patch:
-        patch.setattr(torch, "empty", poisoned_empty)
+    with poisoned_buffers(monkeypatch):
         out = fused_moe(*args, config=config, config2=config2)
 
     assert out.shape == (m, h) and out.dtype == dtype

@@ -12,7 +12,16 @@ import math
 
 import pytest
 import torch
-from test_fused_moe import NAN, TOLERANCE, fresh_generator, make_config, make_routing, random_weights, rel_error
+from test_fused_moe import (
+    NAN,
+    TOLERANCE,
+    fresh_generator,
+    make_config,
+    make_routing,
+    poisoned_buffers,
+    random_weights,
+    rel_error,
+)
 
 from ceilings.errors import AdvisorError
 from kernels import fused_moe_fused as ff
@@ -141,14 +150,7 @@ def test_fused_layer_matches_reference(monkeypatch, device, fuse_act, fuse_sum, 
     ref = fused_moe_reference(hidden, w1, w2, weights, ids)
     w1_used = ff.interleave_gate_up(w1) if interleaved else w1
     args = [t.to(device) for t in (hidden, w1_used, w2, weights, ids)]
-    real_empty = torch.empty
-
-    def poisoned_empty(*shape, **kwargs):
-        t = real_empty(*shape, **kwargs)
-        return t.fill_(NAN) if t.is_floating_point() else t
-
-    with monkeypatch.context() as patch:
-        patch.setattr(torch, "empty", poisoned_empty)
+    with poisoned_buffers(monkeypatch):
         out = ff.fused_moe_fused(*args, config=make_config(16, 64, 32, 2), config2=make_config(32, 32, 32, 1),
                                  fuse_act=fuse_act, fuse_sum=fuse_sum, persistent=persistent,
                                  w1_interleaved=interleaved)
