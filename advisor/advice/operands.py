@@ -43,7 +43,7 @@ class _Kernel:
                         self.assigned.setdefault(name, []).append(node.value)
             elif isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
                 self.assigned.setdefault(node.target.id, []).append(node.value)
-            elif isinstance(node, ast.Call) and _call_name(node) == "dot":
+            elif isinstance(node, ast.Call) and call_name(node) == "dot":
                 operands = list(node.args[:2]) + [k.value for k in node.keywords if k.arg in ("input", "other")]
                 self.dots += operands
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
@@ -63,7 +63,7 @@ class _Kernel:
             return self.pointer_bases(expr.value, seen)
         if isinstance(expr, ast.IfExp):
             return self.pointer_bases(expr.body, seen) | self.pointer_bases(expr.orelse, seen)
-        if isinstance(expr, ast.Call) and _call_name(expr) in _POINTER_PASSTHROUGH:
+        if isinstance(expr, ast.Call) and call_name(expr) in _POINTER_PASSTHROUGH:
             args = list(expr.args) + [k.value for k in expr.keywords if k.arg == "base"]
             return set().union(*(self.pointer_bases(a, seen) for a in args)) if args else set()
         return set()
@@ -75,7 +75,7 @@ class _Kernel:
                 return set()
             return set().union(*(self.loaded_from(v, seen | {expr.id}) for v in self.assigned.get(expr.id, [])))
         if isinstance(expr, ast.Call):
-            name = _call_name(expr)
+            name = call_name(expr)
             if name == "load":
                 target = expr.func.value if isinstance(expr.func, ast.Attribute) else None
                 if isinstance(target, ast.Name) and target.id in self.params:
@@ -103,23 +103,33 @@ def _names_of(target: ast.expr) -> Iterable[str]:
             yield from _names_of(elt)
 
 
-def _call_name(call: ast.Call) -> str | None:
+def call_name(call: ast.Call) -> str | None:
+    """`f` of `f(...)` or of `tl.f(...)`."""
     f = call.func
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
 
 
-def dot_operand_args(fn) -> set[str] | None:
-    """The pointer arguments of a JIT kernel whose loads feed its matrix products (empty: it has none);
-    None when its source cannot be read."""
-    inner = getattr(fn, "fn", fn)
+def kernel_def(fn) -> tuple[ast.FunctionDef, dict] | None:
+    """The syntax tree of a JIT function (through Autotuner / Heuristics wrappers) and the globals its
+    names resolve in; None when its source cannot be read."""
+    inner = fn
+    while hasattr(inner, "fn"):  # Autotuner / Heuristics -> JITFunction -> the Python function
+        inner = inner.fn
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(inner)))
     except (OSError, TypeError, SyntaxError):
         return None
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if not defs:
+    return (defs[0], getattr(inner, "__globals__", {})) if defs else None
+
+
+def dot_operand_args(fn) -> set[str] | None:
+    """The pointer arguments of a JIT kernel whose loads feed its matrix products (empty: it has none);
+    None when its source cannot be read."""
+    found = kernel_def(fn)
+    if found is None:
         return None
-    kernel = _Kernel(defs[0])
+    kernel = _Kernel(found[0])
     return set().union(*(kernel.loaded_from(d) for d in kernel.dots)) if kernel.dots else set()
 
 

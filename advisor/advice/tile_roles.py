@@ -19,34 +19,16 @@ result is worse than a missed speed-up).
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 
 from advisor.advice.launch_rule import TILE_PARAM, LaunchRule
+from advisor.advice.operands import call_name, kernel_def
 
 _LOOP_CALLS = {"range", "static_range"}
 _MAX_DEPTH = 3  # helpers of helpers: far enough for the libraries' kernels, bounded for recursion
 
 
-def _call_name(call: ast.Call) -> str | None:
-    f = call.func
-    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-
-
 def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def _function_def(fn) -> tuple[ast.FunctionDef, dict] | None:
-    inner = fn
-    while hasattr(inner, "fn"):  # Autotuner / Heuristics -> JITFunction -> the Python function
-        inner = inner.fn
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(inner)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    return (defs[0], getattr(inner, "__globals__", {})) if defs else None
 
 
 def _tainted(fn_def: ast.FunctionDef, name: str) -> set[str]:
@@ -70,7 +52,7 @@ def _tainted(fn_def: ast.FunctionDef, name: str) -> set[str]:
 def _loops_over(fn, param: str, depth: int = 0) -> bool | None:
     """Whether the JIT function `fn` walks a dimension in steps of its parameter `param`; None when its
     source cannot be read."""
-    found = _function_def(fn)
+    found = kernel_def(fn)
     if found is None:
         return None
     fn_def, module_globals = found
@@ -79,14 +61,14 @@ def _loops_over(fn, param: str, depth: int = 0) -> bool | None:
         if not isinstance(node, ast.Call):
             continue
         args = list(node.args) + [k.value for k in node.keywords]
-        if _call_name(node) in _LOOP_CALLS and any(_names(a) & tainted for a in args):
+        if call_name(node) in _LOOP_CALLS and any(_names(a) & tainted for a in args):
             return True
         if depth >= _MAX_DEPTH or not isinstance(node.func, ast.Name):
             continue
         helper = module_globals.get(node.func.id)
         if helper is None or not hasattr(helper, "fn"):  # not a JIT helper
             continue
-        helper_def = _function_def(helper)
+        helper_def = kernel_def(helper)
         if helper_def is None:
             continue
         params = [a.arg for a in helper_def[0].args.args]
