@@ -161,12 +161,12 @@ class Advice:
         # Why the current config cannot run is the finding itself (the unrunnable ceiling's one note).
         # The latency model's: a launch outside its training data (by feature distance), and the
         # advice's own notes (a close call, corrections by this kernel's timings).
-        from advisor.model.predict import is_outside_note
+        from advisor.model.predict import is_outside_note, outside_note_distance
 
         outside = [n for cand in (self.current, self.best) for n in cand.notes if is_outside_note(n)]
         # one caveat per launch: the current and the suggested config are the same launch, and two lines
         # with two distances read as two launches; the farther one says it
-        notes += sorted(outside, key=_note_distance)[-1:]
+        notes += sorted(outside, key=outside_note_distance)[-1:]
         return [n for n in dict.fromkeys(notes + self.notes) if n != self.cannot_run]
 
     def to_json(self) -> dict:
@@ -426,8 +426,3 @@ def explain(advice: Advice) -> str:
                 f"{best.efficiency:.0%} vs {cur.efficiency:.0%} ({gain})")
     return (f"same {cur.ceiling.binding} ceiling within 10%, but the model expects {best.config.label()} to run "
             f"at {best.efficiency:.0%} of it against {cur.efficiency:.0%} for the current config ({gain})")
-
-
-def _note_distance(note: str) -> float:
-    found = re.search(r"distance ([0-9.]+)", note)
-    return float(found.group(1)) if found else 0.0

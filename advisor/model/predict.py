@@ -178,6 +178,14 @@ def is_outside_note(note: str) -> bool:
     return note.startswith(OUTSIDE_NOTE.split("{")[0])
 
 
+def outside_note_distance(note: str) -> float:
+    """The feature distance an OUTSIDE_NOTE states (0 for any other note)."""
+    prefix = OUTSIDE_NOTE.split("{")[0]
+    if not note.startswith(prefix):
+        return 0.0
+    return float(note[len(prefix):].split(",")[0])
+
+
 PARAMS = {"max_depth": 6, "eta": 0.08, "subsample": 0.8, "colsample_bytree": 0.8, "min_child_weight": 2,
           "seed": 0, "nthread": 2}
 ROUNDS = 300
