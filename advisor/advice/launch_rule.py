@@ -177,8 +177,8 @@ def launch_rule(launch: Launch) -> LaunchRule:
     """The launch rule of a recorded launch: which tiles divide which grid axis, and its padded sizes."""
     tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)]
     padded = padded_sizes(launch, {n for n, _ in tiles})
-    tiles += [(p.tile, p.value) for p in padded]
-    inferred = {id(t) for t in tiles[len(tiles) - len(padded):]}
+    inferred = [(p.tile, p.value) for p in padded]
+    tiles += inferred
     axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]] = []
     used: set[str] = set()
     current = launch.config
@@ -189,7 +189,7 @@ def launch_rule(launch: Launch) -> LaunchRule:
             for combo in combinations(free, r):
                 counts = [_cdiv(dim(current), int(current[name])) for name, dim in combo]
                 # an inferred padded size one tile long divides any axis: a coincidence, not a rule
-                if any(id(t) in inferred and n == 1 for t, n in zip(combo, counts, strict=True)):
+                if any(n == 1 and any(t is i for i in inferred) for t, n in zip(combo, counts, strict=True)):
                     continue
                 product = math.prod(counts)
                 if product and size % product == 0:

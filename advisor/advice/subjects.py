@@ -233,6 +233,7 @@ class LaunchSubject(Subject):
         self.variants = dict(variants or {})
         self.relaunch = relaunch if not self.rule.padded else None
         self._relaunched: dict[Config, Launch | None] = {}
+        self._covering: set[str] | None = None  # tiles kept as launched: found on the first space()
         self.operand_bytes = operand_element_bytes(launch, self.fn)
 
     def launch_for(self, config: Config) -> Launch:
@@ -252,16 +253,7 @@ class LaunchSubject(Subject):
         """The kernel's own space (its autotune list, a declared space, the configs a capture made), or
         for a kernel with none the combinations of one step in every knob around the current config;
         beyond the compile budget, the configs the latency model leads to (advisor.advice.config_space)."""
-        if self._space is not None:
-            full = self._space
-        else:
-            fixed = {name for name in covering_tiles(self.fn, self.current.params, self.rule)
-                     if not self._grid_follows(name)}
-            full = around(self.current, fixed)
-            if fixed and not any(n.startswith("kept as launched:") for n in self.notes):
-                self.notes.append("kept as launched: " + ", ".join(f"{n}={self.current[n]}" for n in sorted(fixed))
-                                  + " (each program covers it whole: no grid axis or loop of the kernel follows "
-                                  "it, so another value would change the result)")
+        full = self._space if self._space is not None else around(self.current, self._covering_tiles())
         if len(full) <= self.max_configs:
             return full
         feasible = [c for c in full if self.precheck(c) is None]
@@ -269,6 +261,18 @@ class LaunchSubject(Subject):
         self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(picked)} the latency "
                           "model led to were compiled and ranked (each config is compiled for its demand)")
         return picked
+
+    def _covering_tiles(self) -> set[str]:
+        """The tiles the search keeps as launched (advisor.advice.tile_roles), found once, with their note."""
+        if self._covering is None:
+            self._covering = {name for name in covering_tiles(self.fn, self.current.params, self.rule)
+                              if not self._grid_follows(name)}
+            if self._covering:
+                self.notes.append("kept as launched: " + ", ".join(f"{n}={self.current[n]}"
+                                                                   for n in sorted(self._covering))
+                                  + " (each program covers it whole: no grid axis or loop of the kernel follows "
+                                  "it, so another value would change the result)")
+        return self._covering
 
     def _grid_follows(self, tile: str) -> bool:
         """Whether the host code's grid follows a tile the launch rule cannot explain (a grid lambda
