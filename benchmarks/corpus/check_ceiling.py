@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_points import (  # noqa: E402
     DATA,
+    GPU_NAME,
     LIBRARIES,
     SUFFIX,
     Point,
@@ -41,10 +42,11 @@ from check_points import (  # noqa: E402
     timed_points,
 )
 
+from ceilings.hardware import resolve_gpu  # noqa: E402
+
 OUT = DATA / f"ceiling_check{SUFFIX}.csv"
 FLOOR_SHARE = 0.97
-# the calibrated launch floor (ceilings/calibration/NVIDIA_H100_80GB_HBM3.json, NVIDIA_H200.json)
-LAUNCH_US = {"": 1.0912, "_h200": 0.9512}[SUFFIX]
+LAUNCH_US = resolve_gpu(GPU_NAME).rates.launch_us  # the calibrated launch floor (ceilings/calibration/)
 # How many times `sm__inst_executed_pipe_tensor.sum` counts a warpgroup MMA per warp that issues it. In the
 # corpus's ncu rows, on 15 of the 16 launches with warpgroup MMAs, tensor_op_gmma == tensor_op_hmma ==
 # pipe_tensor: the two sub-counters overlap, and pipe_tensor counts each HGMMA once (benchmarks/ncu_pipes.py
