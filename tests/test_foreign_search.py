@@ -149,6 +149,25 @@ def test_the_search_never_proposes_values_outside_a_declared_space(monkeypatch):
     assert any(c["BLOCK_N"] == 256 and c.num_warps == 4 for c in space)  # the guide's best is reached
 
 
+def test_the_guided_pick_is_made_once_and_noted_once(monkeypatch):
+    from advisor.capture.trace import read_trace
+
+    launch = read_trace(FIXTURES / "matmul_launch.json").launches[0]
+    declared = [launch.config.replace(BLOCK_M=m, BLOCK_N=n, num_warps=w, num_stages=s)
+                for m in (64, 128) for n in (64, 128, 256) for w in (4, 8) for s in (3, 4)]
+    subject = LaunchSubject(launch, resolve_gpu("h100"), space=declared)
+    monkeypatch.setattr(LaunchSubject, "max_configs", 6)
+    calls = []
+    monkeypatch.setattr(subject, "_predicted_us", lambda configs: calls.append(1) or [float(c.num_warps) for c in configs])
+    first, second = subject.space(), subject.space()
+    assert first == second and calls
+    picked_notes = [n for n in subject.notes if "the latency model led to" in n]
+    assert len(picked_notes) == 1
+    calls_after_first = len(calls)
+    subject.space()
+    assert len(calls) == calls_after_first  # no re-prediction (each one compiles) on a later call
+
+
 # ------------------------------------------------------------------------------ the trace's GPU
 
 @pytest.mark.parametrize("command", ["ceiling", "predict"])

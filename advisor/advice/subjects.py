@@ -234,6 +234,7 @@ class LaunchSubject(Subject):
         self.relaunch = relaunch if not self.rule.padded else None
         self._relaunched: dict[Config, Launch | None] = {}
         self._covering: set[str] | None = None  # tiles kept as launched: found on the first space()
+        self._picked: list[Config] | None = None  # the model-guided pick: made once (it compiles), noted once
         self.operand_bytes = operand_element_bytes(launch, self.fn)
 
     def launch_for(self, config: Config) -> Launch:
@@ -256,11 +257,12 @@ class LaunchSubject(Subject):
         full = self._space if self._space is not None else around(self.current, self._covering_tiles())
         if len(full) <= self.max_configs:
             return full
-        feasible = [c for c in full if self.precheck(c) is None]
-        picked = guided_pick(feasible, self.current, self.max_configs, self._predicted_us)
-        self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(picked)} the latency "
-                          "model led to were compiled and ranked (each config is compiled for its demand)")
-        return picked
+        if self._picked is None:
+            feasible = [c for c in full if self.precheck(c) is None]
+            self._picked = guided_pick(feasible, self.current, self.max_configs, self._predicted_us)
+            self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(self._picked)} the "
+                              "latency model led to were compiled and ranked (each config is compiled for its demand)")
+        return list(self._picked)
 
     def _covering_tiles(self) -> set[str]:
         """The tiles the search keeps as launched (advisor.advice.tile_roles), found once, with their note."""
