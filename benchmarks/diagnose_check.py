@@ -23,6 +23,7 @@ import argparse
 import csv
 import gzip
 import json
+import math
 import statistics
 import sys
 import time
@@ -58,7 +59,9 @@ def sweep_rows(path: Path, gpu, family):
         if row["status"] != "ok" or int(row["gemm"]) != 1:
             continue
         spec, config, demand = family.read_row(row, gpu.arch)
-        yield path.name, spec, config, demand, float(row["us"])
+        counts = json.loads(row["case_info"]).get("expert_counts") if row.get("case_info") else None
+        runs = [math.ceil(c / config["BLOCK_SIZE_M"]) for c in counts] if counts else None
+        yield path.name, spec, config, demand, float(row["us"]), runs
 
 
 def fusion_rows(path: Path, gpu, family):
@@ -69,7 +72,7 @@ def fusion_rows(path: Path, gpu, family):
         e, top, k, n = row["case"].split("_")
         spec = MoEGemmSpec(int(e[1:]), int(top[3:]), int(k[1:]), int(n[1:]), int(row["m"]), gemm=1)
         config = parse_config(row["config"], family)
-        yield path.name, spec, config, moe_gemm_demand(spec, config, gpu.arch), float(row["us"])
+        yield path.name, spec, config, moe_gemm_demand(spec, config, gpu.arch), float(row["us"]), None
 
 
 def diagnose_rows(gpu_name: str):
@@ -77,10 +80,10 @@ def diagnose_rows(gpu_name: str):
     sweeps, fusion = SOURCES[gpu_name]
     rows = [r for name in sweeps for r in sweep_rows(DATA / name, gpu, family)]
     rows += list(fusion_rows(DATA / fusion, gpu, family))
-    for source, spec, config, demand, us in rows:
+    for source, spec, config, demand, us, runs in rows:
         ceiling = roofline(demand, gpu.rates, config.to_dict())
         subject = FamilySubject(family, spec, gpu, config, f"{spec.shape_label} M={spec.m}")
-        yield source, spec, config, diagnose_ceiling(subject, config, ceiling, us, read_sass=False)
+        yield source, spec, config, diagnose_ceiling(subject, config, ceiling, us, read_sass=False, m_runs=runs)
 
 
 def summarise(label: str, shares: list[float], small: int) -> str:
