@@ -73,7 +73,7 @@ def reread_bytes(m_runs: list[int], grid_m: int, num_pid_n: int, group_m: int, r
     at_start, at_end = between + unique[w1], between + unique[w2]   # D at x = 0 and x = 1
     lo, hi = np.minimum(at_start, at_end), np.maximum(at_start, at_end)
     span = np.maximum(hi - lo, 1e-30)
-    missed = np.where(lo >= l2_bytes, 1.0, np.where(hi <= l2_bytes, 0.0, (hi - l2_bytes) / span))
+    missed = np.where(lo > l2_bytes, 1.0, np.where(hi <= l2_bytes, 0.0, (hi - l2_bytes) / span))
     return float(missed.sum() * slab_bytes), waves
 
 
