@@ -23,9 +23,12 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
 7. operand staging: the shared-memory bytes an MMA loop (warpgroup or warp-level) writes and re-reads,
    at 128 B per clock at the sustained clock, past the busiest SM's binding work
    (advisor/advice/diagnose_causes.py);
-8. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
+8. L2 re-reads: weight slabs read again from DRAM when the CTAs sharing them run waves apart past the
+   L2 size in the grouped launch order (advisor/advice/diagnose_l2.py);
+9. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
    spills (local loads and stores);
-9. unexplained.
+10. unexplained.
+Two diagnoses side by side (a change's before and after): advisor/advice/diagnose_compare.py.
 
 Load latencies and the sustained clock are figures for Hopper (cited below and in diagnose_causes);
 on other GPUs causes 2, 4, 6 and 7 are left out with a note. Every assumption that
