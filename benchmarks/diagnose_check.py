@@ -131,10 +131,11 @@ def print_changes(gpu_names: list[str], diagnosed: dict) -> None:
                       f"{sum(c.removed_us for c in cmp.causes[:-1]):+.1f} / {cmp.causes[-1].removed_us:+.1f}")
         if named:
             both = sum(x > 20 and p > 10 for x, p in zip(saved, predicted, strict=True))
+            false = sum(x < 10 and p > 20 for x, p in zip(saved, predicted, strict=True))
             print(f"{gpu_name}: {named} pairs; the tool names L2 re-reads as the removed cause in {hits}; saving "
                   f"measured median {statistics.median(saved):.1f} us, L2 re-reads removed median "
                   f"{statistics.median(predicted):.1f} us; pairs saving > 20 us: {sum(x > 20 for x in saved)}, of "
-                  f"them named L2 re-reads > 10 us: {both}")
+                  f"them named L2 re-reads > 10 us: {both}; named > 20 us where < 10 us was measured: {false}")
 
     print("\n== kernel changes (fusion runs, same config): the previous kernel's causes each change targets ==")
     print("gpu   change      shape                        M  config                   measured saved  targeted "
@@ -145,6 +146,7 @@ def print_changes(gpu_names: list[str], diagnosed: dict) -> None:
         before = {(spec.shape_label, spec.m, c.label()): us
                   for spec, c, us in variant_rows(path, gpu, family, "previous")}
         for variant, targets in KERNEL_CHANGES.items():
+            big = []  # (saving, targeted us, L2 re-reads us) of the configs the change saved > 20 us on
             for spec, config, us in variant_rows(path, gpu, family, variant):
                 key = (gpu_name, path.name, spec.shape_label, spec.m, config.label())
                 prev = before.get(key[2:])
@@ -156,6 +158,12 @@ def print_changes(gpu_names: list[str], diagnosed: dict) -> None:
                 print(f"{gpu_name}  {variant:<11} {spec.shape_label:<26} {spec.m:5d}  {config.label():<24} "
                       f"{prev - us:8.1f}        {target:.1f} ({', '.join(targets)}); largest before: {top.name} "
                       f"{top.us:.1f}, L2 re-reads {dx.cause('L2 re-reads'):.1f}")
+                if prev - us > 20:
+                    big.append((prev - us, target, dx.cause("L2 re-reads")))
+            median = statistics.median(b[0] for b in big) if big else 0.0
+            targeted, rereads = sum(b[1] >= 10 for b in big), sum(b[2] >= 10 for b in big)
+            print(f"{gpu_name} {variant}: {len(big)} configs saved > 20 us (median {median:.1f}); targeted causes "
+                  f">= 10 us in {targeted} of them, L2 re-reads >= 10 us in {rereads}")
 
 
 def summarise(label: str, shares: list[float], small: int) -> str:
