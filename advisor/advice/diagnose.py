@@ -334,6 +334,8 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
     reuse = weight_reuse(getattr(subject, "shape", None), config, loop.tiles, d.active_ctas, d.ctas, m_runs) \
         if loop is not None else None
+    if reuse is None and loop is not None and loop.tiles:
+        notes.append("L2 re-reads not estimated: the launch's shape does not name its N (a kernel family's shape does)")
     if reuse is not None and spec.l2_bytes:
         estimates.append(("L2 re-reads", *l2_rereads(
             reuse[0], reuse[1], reuse[2], reuse[3], sms * resident_per_sm, loop.tiles,
