@@ -25,9 +25,11 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
    (advisor/advice/diagnose_causes.py);
 8. L2 re-reads: weight slabs read again from DRAM when the CTAs sharing them run waves apart past the
    L2 size in the grouped launch order (advisor/advice/diagnose_l2.py);
-9. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
+9. DRAM writes: the output's bytes at the write cost the calibration's copy and read probes imply, past
+   the binding work (advisor/advice/diagnose_causes.py);
+10. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
    spills (local loads and stores);
-10. unexplained.
+11. unexplained.
 Two diagnoses side by side (a change's before and after): advisor/advice/diagnose_compare.py.
 
 Load latencies and the sustained clock are figures for Hopper (cited below and in diagnose_causes);
@@ -44,7 +46,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, operand_staging
+from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, copy_read_rates, dram_writes, operand_staging
 from advisor.advice.diagnose_l2 import l2_rereads, weight_reuse
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
@@ -343,6 +345,13 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         if estimates[-1][1] > 0:
             notes.append(f"L2 re-reads take the {spec.l2_bytes / 1e6:.0f} MB L2 as one least-recently-used cache and "
                          "CTAs in lockstep waves; the re-read bytes are counted on top of the loop (an upper bound)")
+    rates_rw = copy_read_rates(getattr(subject.gpu, "calibration", None))
+    if loop is not None and loop.epilogue_bytes and rates_rw:
+        tile_fraction = ideal_work["tensor"] / total["tensor"] if total.get("tensor") else 1.0
+        written = active * loop.epilogue_bytes * tile_fraction
+        estimates.append(("DRAM writes", *dram_writes(written, *rates_rw, dram_us, busiest_main)))
+    elif loop is not None and loop.epilogue_bytes:
+        notes.append(f"no calibrated DRAM copy and read probes for {spec.name}: DRAM writes not estimated")
     if latency is None:
         notes.append(f"no documented load latency for {spec.name}: exit-only CTAs, fill/drain, epilogue and memory "
                      "latency not estimated")
