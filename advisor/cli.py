@@ -82,11 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "sustained rates) and its measured time (--measured US, or --measure on a GPU; "
                                    "else the predicted time) into named causes in us: tile padding, exit-only CTAs, "
                                    "the tail wave, fill and drain of the K loop, the epilogue, memory latency, "
-                                   "software division and spills in the SASS, and what stays unexplained. TARGET "
-                                   "as for `advisor ceiling`.")
+                                   "operand staging, L2 re-reads of weights, software division and spills in the "
+                                   "SASS, and what stays unexplained. --compare CONFIG shows each cause before and "
+                                   "after a change. TARGET as for `advisor ceiling`.")
     _ceiling_args(p, detail=False)
     p.add_argument("--measured", type=float, metavar="US", help="the launch's measured time in us")
     p.add_argument("--measure", action="store_true", help="(GPU) time the launch here instead")
+    p.add_argument("--compare", metavar="CONFIG", help="a second config of the launch (after a change): each cause "
+                   "before, after and the difference")
+    p.add_argument("--compare-measured", type=float, metavar="US", help="the second config's measured time in us "
+                   "(default: measured with --measure, else predicted)")
 
     p = sub.add_parser("suggest", help="ranked config suggestions per launch, for people and CI (no GPU needed)",
                        description="For each launch of TARGET: the current config, its predicted time, the best "

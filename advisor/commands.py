@@ -312,6 +312,8 @@ def cmd_diagnose(args) -> int:
     if args.measured is not None and len(subjects) > 1:
         raise AdvisorError(f"{args.target} has {len(subjects)} launches and --measured is one time; pick one with "
                            "--kernel")
+    if args.compare or args.compare_measured is not None:
+        return _diagnose_compare(args, subjects, config)
     results = []
     for s in subjects:
         cfg = config or s.current
@@ -323,6 +325,38 @@ def cmd_diagnose(args) -> int:
         return 0
     for i, d in enumerate(results):
         print(("\n" if i else "") + "\n".join(render_lines(d)))
+    return 0
+
+
+def _diagnose_compare(args, subjects, config) -> int:
+    """`advisor diagnose --compare CONFIG`: the launch at --config (before) and at CONFIG (after)."""
+    import math
+
+    from advisor.advice import ceiling as ceil
+    from advisor.advice.diagnose import diagnose
+    from advisor.advice.diagnose_compare import compare, render_compare
+    from kernels.family import family_of_file
+
+    if not args.compare:
+        raise AdvisorError("--compare-measured US is the time of --compare CONFIG: give the config too")
+    after_us = args.compare_measured
+    if after_us is not None and not (math.isfinite(after_us) and after_us > 0):
+        raise AdvisorError(f"--compare-measured {after_us}: give the second config's time in microseconds")
+    if len(subjects) > 1:
+        raise AdvisorError(f"{args.target} has {len(subjects)} launches and --compare takes one; pick one with "
+                           "--kernel")
+    (s,) = subjects
+    family = family_of_file(args.target) if args.target.endswith(".py") else None
+    before_cfg, after_cfg = config or s.current, ceil.parse_config(args.compare, family)
+    measure = s.measurer() if args.measure else None
+    before_us = args.measured if args.measured is not None else measure(before_cfg) if measure else None
+    if after_us is None and measure:
+        after_us = measure(after_cfg)
+    cmp = compare(diagnose(s, before_cfg, before_us), diagnose(s, after_cfg, after_us))
+    if args.format == "json":
+        print(json.dumps(cmp.to_json(), indent=2))
+    else:
+        print("\n".join(render_compare(cmp)))
     return 0
 
 

@@ -23,6 +23,7 @@ import argparse
 import csv
 import gzip
 import json
+import math
 import statistics
 import sys
 import time
@@ -58,7 +59,9 @@ def sweep_rows(path: Path, gpu, family):
         if row["status"] != "ok" or int(row["gemm"]) != 1:
             continue
         spec, config, demand = family.read_row(row, gpu.arch)
-        yield path.name, spec, config, demand, float(row["us"])
+        counts = json.loads(row["case_info"]).get("expert_counts") if row.get("case_info") else None
+        runs = [math.ceil(c / config["BLOCK_SIZE_M"]) for c in counts] if counts else None
+        yield path.name, spec, config, demand, float(row["us"]), runs
 
 
 def fusion_rows(path: Path, gpu, family):
@@ -69,7 +72,7 @@ def fusion_rows(path: Path, gpu, family):
         e, top, k, n = row["case"].split("_")
         spec = MoEGemmSpec(int(e[1:]), int(top[3:]), int(k[1:]), int(n[1:]), int(row["m"]), gemm=1)
         config = parse_config(row["config"], family)
-        yield path.name, spec, config, moe_gemm_demand(spec, config, gpu.arch), float(row["us"])
+        yield path.name, spec, config, moe_gemm_demand(spec, config, gpu.arch), float(row["us"]), None
 
 
 def diagnose_rows(gpu_name: str):
@@ -77,10 +80,91 @@ def diagnose_rows(gpu_name: str):
     sweeps, fusion = SOURCES[gpu_name]
     rows = [r for name in sweeps for r in sweep_rows(DATA / name, gpu, family)]
     rows += list(fusion_rows(DATA / fusion, gpu, family))
-    for source, spec, config, demand, us in rows:
+    for source, spec, config, demand, us, runs in rows:
         ceiling = roofline(demand, gpu.rates, config.to_dict())
         subject = FamilySubject(family, spec, gpu, config, f"{spec.shape_label} M={spec.m}")
-        yield source, spec, config, diagnose_ceiling(subject, config, ceiling, us, read_sass=False)
+        yield source, spec, config, diagnose_ceiling(subject, config, ceiling, us, read_sass=False, m_runs=runs)
+
+
+def variant_rows(path: Path, gpu, family, variant: str):
+    """GEMM1 rows of one kernel variant of a fusion run: (spec, config, us)."""
+    for row in json.loads(path.read_text())["gemm1"]:
+        if row["variant"] == variant and row["status"] == "ok":
+            e, top, k, n = row["case"].split("_")
+            spec = MoEGemmSpec(int(e[1:]), int(top[3:]), int(k[1:]), int(n[1:]), int(row["m"]), gemm=1)
+            yield spec, parse_config(row["config"], family), float(row["us"])
+
+
+# The kernel changes of RESULTS 15 and the causes each was made to remove (the fused epilogue writes half
+# the output: half the epilogue and DRAM-write causes; the persistent grid has no exit-only CTAs and was
+# meant to balance the tail).
+KERNEL_CHANGES = {"fused-il": {"epilogue": 0.5, "DRAM writes": 0.5},
+                  "persistent": {"tail wave": 1.0, "exit-only CTAs": 1.0}}
+
+
+def print_changes(gpu_names: list[str], diagnosed: dict) -> None:
+    """What `advisor diagnose --compare` names for RESULTS 15's changes, against what was measured."""
+    from advisor.advice.diagnose_compare import compare
+
+    print("\n== GROUP_SIZE_M 1 -> the fastest of 16/32/64, same tile, warps, stages (sweeps, exact routing) ==")
+    print("gpu   shape                        M  config (G1)          measured saved  tool: removed cause (us), "
+          "named / unexplained of the saving")
+    for gpu_name in gpu_names:
+        pairs = defaultdict(dict)
+        for (g, source, shape, m, label), dx in diagnosed.items():
+            if g == gpu_name and not source.endswith(".json"):
+                head, group, tail = label.split(" G")[0], int(label.split(" G")[1].split()[0]), label.split(" ", 4)[4]
+                pairs[(shape, m, f"{head} {tail}")][group] = dx
+        named, hits, saved, predicted = 0, 0, [], []
+        for (shape, m, tile), by_g in sorted(pairs.items()):
+            grouped = [by_g[g] for g in by_g if g >= 16]
+            if 1 not in by_g or not grouped:
+                continue
+            cmp = compare(by_g[1], min(grouped, key=lambda d: d.time_us))
+            removed = cmp.removed
+            named += 1
+            hits += removed is not None and removed.name == "L2 re-reads"
+            saved.append(cmp.time_saved_us)
+            predicted.append(next(c.removed_us for c in cmp.causes if c.name == "L2 re-reads"))
+            if m >= 1024 and cmp.time_saved_us > 20:
+                print(f"{gpu_name}  {shape:<26} {m:5d}  {tile + ' G1':<20} {cmp.time_saved_us:8.1f}        "
+                      f"{removed.name if removed else '-'} ({removed.removed_us if removed else 0:.1f}), "
+                      f"{sum(c.removed_us for c in cmp.causes[:-1]):+.1f} / {cmp.causes[-1].removed_us:+.1f}")
+        if named:
+            both = sum(x > 20 and p > 10 for x, p in zip(saved, predicted, strict=True))
+            false = sum(x < 10 and p > 20 for x, p in zip(saved, predicted, strict=True))
+            print(f"{gpu_name}: {named} pairs; the tool names L2 re-reads as the removed cause in {hits}; saving "
+                  f"measured median {statistics.median(saved):.1f} us, L2 re-reads removed median "
+                  f"{statistics.median(predicted):.1f} us; pairs saving > 20 us: {sum(x > 20 for x in saved)}, of "
+                  f"them named L2 re-reads > 10 us: {both}; named > 20 us where < 10 us was measured: {false}")
+
+    print("\n== kernel changes (fusion runs, same config): the previous kernel's causes each change targets ==")
+    print("gpu   change      shape                        M  config                   measured saved  targeted "
+          "cause us (before)")
+    for gpu_name in gpu_names:
+        gpu, family = resolve_gpu(gpu_name), family_named("moe")
+        path = DATA / SOURCES[gpu_name][1]
+        before = {(spec.shape_label, spec.m, c.label()): us
+                  for spec, c, us in variant_rows(path, gpu, family, "previous")}
+        for variant, targets in KERNEL_CHANGES.items():
+            big = []  # (saving, targeted us, L2 re-reads us) of the configs the change saved > 20 us on
+            for spec, config, us in variant_rows(path, gpu, family, variant):
+                key = (gpu_name, path.name, spec.shape_label, spec.m, config.label())
+                prev = before.get(key[2:])
+                if prev is None or spec.m < 1024 or key not in diagnosed:
+                    continue
+                dx = diagnosed[key]
+                target = sum(share * dx.cause(name) for name, share in targets.items())
+                top = max((c for c in dx.causes if c.name != "unexplained"), key=lambda c: c.us)
+                print(f"{gpu_name}  {variant:<11} {spec.shape_label:<26} {spec.m:5d}  {config.label():<24} "
+                      f"{prev - us:8.1f}        {target:.1f} ({', '.join(targets)}); largest before: {top.name} "
+                      f"{top.us:.1f}, L2 re-reads {dx.cause('L2 re-reads'):.1f}")
+                if prev - us > 20:
+                    big.append((prev - us, target, dx.cause("L2 re-reads")))
+            median = statistics.median(b[0] for b in big) if big else 0.0
+            targeted, rereads = sum(b[1] >= 10 for b in big), sum(b[2] >= 10 for b in big)
+            print(f"{gpu_name} {variant}: {len(big)} configs saved > 20 us (median {median:.1f}); targeted causes "
+                  f">= 10 us in {targeted} of them, L2 re-reads >= 10 us in {rereads}")
 
 
 def summarise(label: str, shares: list[float], small: int) -> str:
@@ -98,13 +182,17 @@ def main(argv=None) -> int:
     ap.add_argument("--without", default="", help="causes whose share counts as unexplained, comma-separated")
     ap.add_argument("--gpus", default="h100,h200")
     ap.add_argument("--per-case", action="store_true", help="one line per (GPU, shape, M)")
+    ap.add_argument("--changes", action="store_true", help="what the diagnosis names for RESULTS 15's changes "
+                    "(GROUP_SIZE_M 1 against 16-64; fused-il and persistent against the previous kernel)")
     args = ap.parse_args(argv)
     start = time.time()
     without = {n.strip() for n in args.without.split(",") if n.strip()}
-    out, cause_names = [], []
+    out, cause_names, diagnosed = [], [], {}
     capped: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])  # (gpu, cause): [estimated, capped]
     for gpu_name in args.gpus.split(","):
         for source, spec, config, dx in diagnose_rows(gpu_name):
+            if args.changes:
+                diagnosed[(gpu_name, source, spec.shape_label, spec.m, config.label())] = dx
             for c in dx.causes:
                 if c.name not in cause_names:
                     cause_names.append(c.name)
@@ -170,6 +258,8 @@ def main(argv=None) -> int:
             print(f"{gpu_name}  {shape:<26} {m:5d} {len(g):6d}  {med}       {hit}  {b['time_us']:.1f}, "
                   f"{b['gap_us']:.1f}, {b['explained_share']:.0%}, "
                   + ", ".join(f"{n} {v:.1f}" for n, v in tops) + f", unexplained {b['unexplained us']:.1f}")
+    if args.changes:
+        print_changes(args.gpus.split(","), diagnosed)
     return 0
 
 

@@ -3,7 +3,8 @@ construction: 132 tiles (one CTA per SM, no tail) of 64 x 256 on two warpgroups 
 wgmma is m64n128k16 and re-reads the A slice), of 128 x 256 (two warpgroups along M: exactly the 32 FLOP
 per byte shared memory feeds the tensor pipe at its peak) and of 16 x 64 on four warps (warp-level MMAs,
 each warp reading all 16 rows of A). Shared memory runs at 128 B/clock x the boost clock x 1.37 / 1.67
-(ANCHORS section 6); the layouts assumed are checked against what Triton emits."""
+(ANCHORS section 6); the layouts assumed are checked against what Triton emits. The DRAM-write cause on a
+GEMM whose output (134 MB) dwarfs what it reads, and on one whose writes hide under tensor work."""
 
 from __future__ import annotations
 
@@ -118,3 +119,25 @@ def test_staging_is_capped_by_the_gap():
     d = diagnose(subject, time_us=short)
     check_sums(d)
     assert d.unexplained_us == pytest.approx(0.0, abs=1e-9) and staging(d).us < staging(d).estimate_us
+
+
+def test_output_written_to_dram_costs_what_the_copy_probe_says():
+    # 8192 x 8192 outputs of a K = 64 product: 134 MB written against 2 MB read, DRAM binds.
+    from advisor.advice.diagnose_causes import copy_read_rates
+
+    subject = gemm("8192,8192,64", bm=128, bn=256, bk=64, warps=8)
+    (ceiling,) = subject.ceilings([subject.current])
+    assert ceiling.binding == "dram"
+    copy, read = copy_read_rates(GPU.calibration)
+    written = 8192 * 8192 * 2
+    d = diagnose(subject, time_us=LONG)
+    cause = next(c for c in d.causes if c.name == "DRAM writes")
+    # A copy moves S read + S written bytes in 2S / copy; reads alone cost S / read.
+    assert cause.estimate_us == pytest.approx(written * (2 / copy - 2 / read) * 1e6, rel=1e-9)
+    assert "134.2 MB of output written at 2.00 TB/s" in cause.why
+    check_sums(d)
+
+
+def test_writes_hidden_under_tensor_work_cost_nothing():
+    d = diagnose(gemm("1536,2816,4096", bm=128, bn=256, bk=64, warps=8), time_us=LONG)  # tensor-bound
+    assert next(c for c in d.causes if c.name == "DRAM writes").estimate_us == 0.0

@@ -23,9 +23,14 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
 7. operand staging: the shared-memory bytes an MMA loop (warpgroup or warp-level) writes and re-reads,
    at 128 B per clock at the sustained clock, past the busiest SM's binding work
    (advisor/advice/diagnose_causes.py);
-8. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
+8. L2 re-reads: weight slabs read again from DRAM when the CTAs sharing them run waves apart past the
+   L2 size in the grouped launch order (advisor/advice/diagnose_l2.py);
+9. DRAM writes: the output's bytes at the write cost the calibration's copy and read probes imply, past
+   the binding work (advisor/advice/diagnose_causes.py);
+10. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
    spills (local loads and stores);
-9. unexplained.
+11. unexplained.
+Two diagnoses side by side (a change's before and after): advisor/advice/diagnose_compare.py.
 
 Load latencies and the sustained clock are figures for Hopper (cited below and in diagnose_causes);
 on other GPUs causes 2, 4, 6 and 7 are left out with a note. Every assumption that
@@ -41,7 +46,8 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, operand_staging
+from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, copy_read_rates, dram_writes, operand_staging
+from advisor.advice.diagnose_l2 import l2_rereads, weight_reuse
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling, Demand
@@ -145,13 +151,15 @@ def diagnose(subject, config: Config | None = None, time_us: float | None = None
 
 
 def diagnose_ceiling(subject, config: Config, ceiling: Ceiling, time_us: float, basis: str = "measured",
-                     read_sass: bool = True) -> Diagnosis:
+                     read_sass: bool = True, m_runs: list[int] | None = None) -> Diagnosis:
     """The diagnosis of a ceiling computed elsewhere (a sweep row's exact routing, say) at `time_us`.
-    `read_sass=False` skips the compile: no software division or spill cause, said in a note."""
+    `read_sass=False` skips the compile: no software division or spill cause, said in a note.
+    `m_runs`: the active M blocks per weight matrix in M order (a routing's per-expert blocks), where
+    known; else spread evenly over the shape's matrices."""
     if not (math.isfinite(time_us) and time_us > 0):
         raise AdvisorError(f"measured time {time_us}: give a positive number of microseconds, e.g. --measured 518")
     sass = None if read_sass else _Sass()
-    dx = _diagnose(subject, config, ceiling, time_us, basis, sass)
+    dx = _diagnose(subject, config, ceiling, time_us, basis, sass, m_runs)
     if not read_sass:
         dx.notes.append("SASS not read: software division and register spills not estimated")
     return dx
@@ -231,7 +239,7 @@ def _per_sm_rate(key: str, demand: Demand, rates) -> float | None:
 
 
 def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: str,
-              sass: _Sass | None = None) -> Diagnosis:
+              sass: _Sass | None = None, m_runs: list[int] | None = None) -> Diagnosis:
     d, rates, spec = ceiling.demand, subject.gpu.rates, subject.spec
     if d is None:
         raise AdvisorError(f"{subject.label}: its ceiling carries no demand (the work behind it): nothing to diagnose")
@@ -265,6 +273,7 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
     per_sm = max(ceiling.ctas_per_sm, 1)
     busiest_ctas = math.ceil(active / sms)
     resident = min(per_sm, busiest_ctas)
+    resident_per_sm = per_sm
     exposed = busiest_ctas if resident == 1 else 1  # CTAs whose fill and epilogue no other CTA hides
     latency = LOAD_LATENCY_CYCLES.get(spec.arch)
     clock_hz = rates.clock_ghz * 1e9
@@ -325,6 +334,24 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
                          "sustained clock under tensor load, measured on an H100: ANCHORS section 6)")
     elif loop is not None and loop.tiles and clock_fraction is None:
         notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
+    reuse = weight_reuse(getattr(subject, "shape", None), config, loop.tiles, d.active_ctas, d.ctas, m_runs) \
+        if loop is not None else None
+    if reuse is None and loop is not None and loop.tiles:
+        notes.append("L2 re-reads not estimated: the launch's shape does not name its N (a kernel family's shape does)")
+    if reuse is not None and spec.l2_bytes:
+        estimates.append(("L2 re-reads", *l2_rereads(
+            reuse[0], reuse[1], reuse[2], reuse[3], sms * resident_per_sm, loop.tiles,
+            loop.trips * loop.tiles[2], loop.element_bytes, spec.l2_bytes, rates.dram_tbs * 1e12)))
+        if estimates[-1][1] > 0:
+            notes.append(f"L2 re-reads take the {spec.l2_bytes / 1e6:.0f} MB L2 as one least-recently-used cache and "
+                         "CTAs in lockstep waves; the re-read bytes are counted on top of the loop (an upper bound)")
+    rates_rw = copy_read_rates(getattr(subject.gpu, "calibration", None))
+    if loop is not None and loop.epilogue_bytes and rates_rw:
+        tile_fraction = ideal_work["tensor"] / total["tensor"] if total.get("tensor") else 1.0
+        written = active * loop.epilogue_bytes * tile_fraction
+        estimates.append(("DRAM writes", *dram_writes(written, *rates_rw, dram_us, busiest_main)))
+    elif loop is not None and loop.epilogue_bytes:
+        notes.append(f"no calibrated DRAM copy and read probes for {spec.name}: DRAM writes not estimated")
     if latency is None:
         notes.append(f"no documented load latency for {spec.name}: exit-only CTAs, fill/drain, epilogue and memory "
                      "latency not estimated")

@@ -23,10 +23,15 @@ H100; the H200 has the same GH100 SM and clocks, an assumption noted on its diag
 memory is taken at 128 B/clock x the boost clock x 1.37 / 1.67, against the tensor work at its
 calibrated sustained rate. The cause is the busiest SM's staged bytes at that rate past the binding
 work already counted (padding and the tail included); without BLOCK_M/N/K tiles it is not estimated.
+
+**DRAM writes.** The ideal charges every compulsory DRAM byte at the read probe's rate; the copy probe
+(as many bytes written as read) runs slower, and the difference is what a written byte costs beyond a
+read one (`dram_writes`). The output bytes are the real ones (tile padding is masked out of the stores).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 WGMMA_M = 64        # rows of one wgmma instruction (PTX ISA: m64nNk16)
@@ -97,3 +102,37 @@ def operand_staging(tiles: tuple[int, int, int], num_warps: int, kind: str, size
            f"feeds the tensor pipe at the sustained clock; busiest SM {staged_us:.1f} us of staging against "
            f"{busiest_main_us:.1f} us of work")
     return max(0.0, staged_us - busiest_main_us), why
+
+
+# ---------------------------------------------------------------------------------------- DRAM writes
+
+@functools.lru_cache(maxsize=16)
+def copy_read_rates(calibration_path: str | None) -> tuple[float, float] | None:
+    """(copy, read) DRAM rates in bytes/s from a calibration file (`advisor calibrate`'s copy and read
+    probes), None without one or without both probes."""
+    from pathlib import Path
+
+    from ceilings.hardware import Calibration
+
+    if not calibration_path:
+        return None
+    values = Calibration.from_json(Path(calibration_path).read_text(), calibration_path).values
+    if "dram_copy_tbs" not in values or "dram_read_tbs" not in values:
+        return None
+    return values["dram_copy_tbs"] * 1e12, values["dram_read_tbs"] * 1e12
+
+
+def dram_writes(written_bytes: float, copy_rate: float, read_rate: float, dram_us: float,
+                busiest_main_us: float) -> tuple[float, str]:
+    """(estimate in us, reason) of output bytes costing more on the DRAM bus than the read rate the ideal
+    charges them at. The copy probe moves S bytes read and S written in 2S / copy; with the reads at the
+    read probe's rate, a written byte costs 2 / copy - 1 / read (a linear cost per byte on one bus whose
+    turnarounds between reads and writes cost time). The extra over 1 / read counts past the busiest SM's
+    binding work (it shows only where DRAM, so lengthened, binds)."""
+    per_byte = max(0.0, 2.0 / copy_rate - 2.0 / read_rate)
+    extra_us = written_bytes * per_byte * 1e6
+    write_rate = 1.0 / (2.0 / copy_rate - 1.0 / read_rate)
+    why = (f"{written_bytes / 1e6:.1f} MB of output written at {write_rate / 1e12:.2f} TB/s (the calibration's copy "
+           f"probe {copy_rate / 1e12:.2f} TB/s over reads at {read_rate / 1e12:.2f}): {extra_us:.1f} us more than at "
+           f"the read rate; DRAM {dram_us + extra_us:.1f} us against {busiest_main_us:.1f} us of binding work")
+    return max(0.0, min(extra_us, dram_us + extra_us - busiest_main_us)), why
