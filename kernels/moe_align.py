@@ -151,7 +151,7 @@ def moe_align_triton(topk_ids: torch.Tensor, block_ms: tuple[int, ...] | list[in
     _align_count_kernel[(programs,)](
         flat, counts, outs[0][0], second, pairs, per_program, outs[0][0].numel(), second.numel(),
         EXPERTS_POW2=experts_pow2, SUB=sub, TWO_OUTPUTS=len(outs) == 2, FILL=FILL_BLOCK, num_warps=4)
-    for bm, (sorted_ids, expert_ids, post_padded) in zip(block_ms, outs):
+    for bm, (sorted_ids, expert_ids, post_padded) in zip(block_ms, outs, strict=True):
         _align_scatter_kernel[(programs,)](
             flat, counts, sorted_ids, expert_ids, post_padded, pairs, per_program, programs,
             expert_ids.numel(), num_experts, bm,
