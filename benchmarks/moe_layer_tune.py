@@ -201,6 +201,47 @@ def layer(shape, m, shipped, cfg1, best2, device, dry) -> dict:
     return result
 
 
+def confirm(shape, m, shipped, device, repeats: int) -> dict:
+    """The previous layer against `fused_moe_fused` as it ships (no config given: GEMM1 and GEMM2 from the
+    tuned files, the sum fused or not as their side files measured faster), with and without the
+    persistent GEMM1, timed `repeats` times in turn; checked on uniform and hot-expert routing."""
+    import statistics
+
+    import torch
+
+    from advisor.measure.timing import relative_error
+    from kernels import fused_moe as fm
+    from kernels.fused_moe_fused import choose_fuse_sum, fused_moe_fused, interleave_gate_up, layer_configs
+
+    name, e, top_k, h, inter, _ = shape
+    timer = moe_fusion._timer(False)
+    device_name = torch.cuda.get_device_name()
+    fuse_sum = choose_fuse_sum(m, e, inter, device_name)
+    (c1, src1), (c2, src2) = layer_configs(m, e, inter, top_k, device_name, fuse_sum=fuse_sum)
+    result = {"case": name, "m": m, "fuse_sum": fuse_sum, "gemm1": c1.label(), "gemm1_from": src1,
+              "gemm2": c2.label(), "gemm2_from": src2, "rel_error": {}, "us": {}}
+    for routing in ("uniform", "hot"):
+        t = moe_fusion.layer_tensors(e, top_k, h, inter, m, device, seed=1 if routing == "uniform" else 2,
+                                     hot=0 if routing == "uniform" else 2)
+        w1_il = interleave_gate_up(t[1])
+        ref = fm.fused_moe_reference(*t)
+        fns = {"previous": lambda t=t: fm.fused_moe(*t, config=shipped, config2=shipped),
+               "new": lambda t=t, w=w1_il: fused_moe_fused(t[0], w, *t[2:], w1_interleaved=True),
+               "new+persistent1": lambda t=t, w=w1_il: fused_moe_fused(t[0], w, *t[2:], w1_interleaved=True,
+                                                                       persistent=True)}
+        for v, fn in fns.items():
+            result["rel_error"].setdefault(v, {})[routing] = relative_error(fn().float(), ref)
+        if routing == "uniform":
+            samples = {v: [] for v in fns}
+            for _ in range(repeats):
+                for v, fn in fns.items():
+                    samples[v].append(round(timer(fn), 2))
+            result["samples"] = samples
+            result["us"] = {v: statistics.median(xs) for v, xs in samples.items()}
+    print("confirm:", json.dumps(result), flush=True)
+    return result
+
+
 def write_from(run_json: Path, folder: Path | None = None) -> list[str]:
     """GEMM2's tuned files per form from a run's JSON into kernels/configs/fused/gemm2{,_sum}/ (or
     `folder`/<form>): the fastest checked config per (shape, M), its time and how many were compared."""
@@ -241,6 +282,9 @@ def main(argv=None) -> int:
     parser.add_argument("--per-case-small", type=int, default=12, help="the same at M < 1024")
     parser.add_argument("--large-ms", default="1024,4096", help="token counts tuned and compared first")
     parser.add_argument("--deadline", type=float, default=1e9, help="seconds; later steps are then skipped")
+    parser.add_argument("--confirm", type=int, metavar="REPEATS",
+                        help="only the previous layer against fused_moe_fused as shipped, at --large-ms, "
+                             "timed REPEATS times in turn")
     parser.add_argument("--write-from", metavar="JSON", help="no timing: write the GEMM2 files from a run's JSON")
     args = parser.parse_args(argv)
     if args.write_from:
@@ -280,6 +324,17 @@ def main(argv=None) -> int:
 
     def shipped_cfg(shape, m):
         return moe_fusion_tune.sample_configs(m, shape[1], shape[2], tables[shape[0]], 1, dry=dry)[0]
+
+    if args.confirm:
+        doc["confirm"] = [confirm(s, m, shipped_cfg(s, m), device, args.confirm) for s, m in phases[0]]
+        save()
+        for c in doc["confirm"]:
+            us = c["us"]
+            print(f"{c['case']:<22}{c['m']:>6} previous={us['previous']} new={us['new']} "
+                  f"x{us['previous'] / us['new']:.3f} new+persistent1={us['new+persistent1']} "
+                  f"x{us['previous'] / us['new+persistent1']:.3f} sum fused={c['fuse_sum']} "
+                  f"worst err {max(max(r.values()) for r in c['rel_error'].values()):.1e} {c['gemm2_from'][-60:]}")
+        return 0
 
     for phase_no, phase in enumerate(phases):
         if not phase or time.monotonic() > deadline:
