@@ -2,6 +2,7 @@
 its forms, and the whole layer, previous against new.
 
     python benchmarks/moe_layer_tune.py --out $OUT [--workers 15] [--deadline 400]
+    python benchmarks/moe_layer_tune.py --out $OUT --confirm 5   # the layer as shipped against the previous, 5 rounds
     python benchmarks/moe_layer_tune.py --write-from benchmarks/data/h100_moe_layer_tune.json   # CPU
     TRITON_INTERPRET=1 python benchmarks/moe_layer_tune.py --dry-run --out /tmp/x   # CPU: tiny shapes
 

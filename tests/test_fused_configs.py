@@ -4,6 +4,7 @@ when the caller gives no config, the shipped tuned files themselves, and the tun
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 
@@ -229,3 +230,23 @@ def test_real_lookup_reaches_the_shipped_gemm2_files():
         assert src2.endswith(f"fused/{sub}/E=64,N=1280,device_name=NVIDIA_H200.json")
         assert c2 == read_config_file(src2).configs[4096]
         assert src1.endswith("fused/E=64,N=1280,device_name=NVIDIA_H200.json")
+
+
+def test_gemm2_files_are_written_from_a_run_per_form(tmp_path):
+    """moe_layer_tune --write-from: the fastest checked config per (shape, M) and form, with its time and the
+    count compared in the side file; failed rows are not candidates."""
+    import moe_layer_tune
+
+    a, b = "M64 N128 K64 G1 w4 s4", "M32 N64 K128 G16 w4 s3"
+    rows = [{"case": "dry-a", "m": 1, "form": "gemm2", "config": a, "status": "ok", "us": 5.0},
+            {"case": "dry-a", "m": 1, "form": "gemm2", "config": b, "status": "ok", "us": 4.0},
+            {"case": "dry-a", "m": 1, "form": "gemm2_sum", "config": b, "status": "failed", "us": 1.0},
+            {"case": "dry-a", "m": 1, "form": "gemm2_sum", "config": a, "status": "ok", "us": 6.0}]
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"gpu": GPU, "triton": "3.6.0", "dry": True, "gemm2": rows}))
+    written = moe_layer_tune.write_from(run, tmp_path / "out")
+    assert len(written) == 2
+    for sub, want, compared in (("gemm2", b, 2), ("gemm2_sum", a, 1)):
+        path = tmp_path / "out" / sub / config_file_name(8, 48, GPU)
+        assert read_config_file(path).configs == {1: moe_fusion_tune.moe_fusion.parse_label(want)}
+        assert read_config_meta(path).measured[1].compared == compared
