@@ -18,6 +18,10 @@ One kernel, three independent choices (constexpr flags, chosen by the host wrapp
   holds; each program walks tile ids pid, pid + programs, ... below the number of real tiles, read
   on the device from the aligned routing (num_tokens_post_padded / BLOCK_SIZE_M x N blocks), so no
   CTA is launched only to exit and the tail is at most one tile per program.
+
+The layer (`fused_moe_fused`) aligns the routing with `kernels.moe_align` (two Triton launches, one count
+for both GEMMs' M blocks) and takes GEMM2's config from files tuned for the new layer's GEMM2 (one folder
+per form: with the top-k sum fused or not; `gemm2_dir`).
 """
 
 from __future__ import annotations
@@ -272,67 +276,118 @@ def invoke_fused_gemm(a, w, c, topk_weights, sorted_token_ids, expert_ids, num_t
     return c
 
 
+# GEMM2's tuned files (same names and format as the engines'), beside GEMM1's in FUSED_DIR: one folder per
+# form of GEMM2, since the best tile differs with the epilogue (bf16 stores then a sum kernel, or float32
+# atomics). Their side files record GEMM2 timed with its sum, so the two forms' times compare.
+GEMM2_FOLDERS = {False: "gemm2", True: "gemm2_sum"}
+
+
+def gemm2_dir(fuse_sum: bool):
+    from kernels import moe_configs  # late: moe_configs imports kernels.fused_moe
+
+    return moe_configs.FUSED_DIR / GEMM2_FOLDERS[fuse_sum]
+
+
 def layer_configs(m: int, num_experts: int, inter: int, top_k: int, device_name: str | None,
-                  fused_gemm1: bool = True) -> tuple[tuple[Config, str], tuple[Config, str]]:
+                  fused_gemm1: bool = True, fuse_sum: bool | None = None
+                  ) -> tuple[tuple[Config, str], tuple[Config, str]]:
     """(config, where it came from) of GEMM1 and of GEMM2 for M tokens when the caller gives none.
 
     GEMM1 with the fused activation: the file tuned for it (`moe_configs.FUSED_DIR`, tuned on interleaved
-    w1, used for both w1 layouts), else the previous kernel's tuned file, else the default rule. GEMM2 (and
-    an unfused GEMM1): the previous kernel's tuned file, else the default rule, as `kernels.fused_moe`.
+    w1, used for both w1 layouts), else the previous kernel's tuned file, else the default rule. An
+    unfused GEMM1: the previous kernel's file, else the default rule, as `kernels.fused_moe`. GEMM2, when
+    `fuse_sum` says its form: the file tuned for that form (`gemm2_dir`), else as an unfused GEMM1;
+    fuse_sum None: the previous kernel's file (else the default rule).
     """
     from kernels import moe_configs  # late: moe_configs imports kernels.fused_moe
 
     fused_dir = moe_configs.FUSED_DIR if fused_gemm1 else None
     gemm1 = moe_configs.get_config(m, num_experts, inter, top_k, device_name, config_dir=fused_dir)
-    gemm2 = moe_configs.get_config(m, num_experts, inter, top_k, device_name)
+    gemm2 = moe_configs.get_config(m, num_experts, inter, top_k, device_name,
+                                   config_dir=None if fuse_sum is None else gemm2_dir(fuse_sum))
     return gemm1, gemm2
 
 
+def choose_fuse_sum(m: int, num_experts: int, inter: int, device_name: str | None) -> bool:
+    """Whether GEMM2 should fuse the top-k sum for M tokens: the form whose tuned file's side file
+    measured GEMM2 with its sum faster at the token count nearest M; True (no sum kernel) when either
+    form has no measured entry for this shape and GPU."""
+    from kernels import moe_configs
+
+    if not device_name:
+        return True
+    times = {}
+    for fused, folder in GEMM2_FOLDERS.items():
+        path = moe_configs.FUSED_DIR / folder / moe_configs.config_file_name(num_experts, inter, device_name)
+        meta = moe_configs.read_config_meta(path) if path.exists() else None
+        if not meta or not meta.measured:
+            return True
+        key = min(meta.measured, key=lambda k: (abs(k - m), k))
+        times[fused] = meta.measured[key].us
+    return times[True] <= times[False]
+
+
 def fused_moe_fused(hidden, w1, w2, topk_weights, topk_ids, config: Config | None = None,
-                    config2: Config | None = None, fuse_act: bool = True, fuse_sum: bool = True,
+                    config2: Config | None = None, fuse_act: bool = True, fuse_sum: bool | None = None,
                     persistent: bool = False, b_tma: bool | None = None,
-                    w1_interleaved: bool = False) -> torch.Tensor:
+                    w1_interleaved: bool = False, align: str = "triton") -> torch.Tensor:
     """The layer of `kernels.fused_moe.fused_moe` with the chosen fusions; same arguments and result.
 
     fuse_act: GEMM1 writes silu(gate) * up (no activation kernel); else GEMM1 and silu_and_mul as before.
-    fuse_sum: GEMM2 adds weighted rows into a float32 [M, H] (no top-k sum kernel); else as before.
-    persistent: both GEMMs run as persistent programs over the real tiles.
+    fuse_sum: GEMM2 adds weighted rows into a float32 [M, H] (no top-k sum kernel); False: GEMM2 stores
+    [M, top_k, H] and one torch sum follows; None: `choose_fuse_sum` for this GPU (True on the CPU).
+    persistent: GEMM1 (and the fused-sum GEMM2) run as persistent programs over the real tiles.
     w1_interleaved: w1 is `interleave_gate_up(w1)` (prepared once); needs fuse_act.
-    config None: `layer_configs` for this GPU (GEMM1 from the files tuned for the fused kernel); config2
-    None: the config given for GEMM1, or, when that is None too, `layer_configs`'s GEMM2 config.
+    align: "triton" (`kernels.moe_align`: two launches, one count for both GEMMs' M blocks) or "torch"
+    (`kernels.fused_moe.moe_align_block_size`, once per distinct M block; the reference).
+    config None: `layer_configs` for this GPU (GEMM1 from the files tuned for the fused kernel, GEMM2 from
+    those tuned for its form); config2 None: the config given for GEMM1, or, when that is None too,
+    `layer_configs`'s GEMM2 config.
     """
+    from kernels.moe_align import moe_align_triton  # late: kernels.moe_align imports kernels.fused_moe
+
     fm._check_layer(hidden, w1, w2, topk_weights, topk_ids)
     if w1_interleaved and not fuse_act:
         raise AdvisorError("interleaved w1 is read only by the fused activation; pass fuse_act=True")
+    if align not in ("triton", "torch"):
+        raise AdvisorError(f"align={align!r} is not an align implementation; use 'triton' or 'torch'")
     m, h = hidden.shape
     e, two_i, _ = w1.shape
     top_k = topk_ids.shape[1]
+    device_name = torch.cuda.get_device_name(hidden.device) if hidden.is_cuda else None
+    if fuse_sum is None:
+        fuse_sum = choose_fuse_sum(m, e, two_i // 2, device_name)
     if config is None:
-        device_name = torch.cuda.get_device_name(hidden.device) if hidden.is_cuda else None
-        (config, _), (tuned2, _) = layer_configs(m, e, two_i // 2, top_k, device_name, fused_gemm1=fuse_act)
+        (config, _), (tuned2, _) = layer_configs(m, e, two_i // 2, top_k, device_name, fused_gemm1=fuse_act,
+                                                 fuse_sum=fuse_sum)
         config2 = config2 or tuned2
     config2 = config2 or config
     topk_weights = topk_weights.to(torch.float32).contiguous()
     dev = hidden.device
 
-    align = fm.moe_align_block_size(topk_ids, config["BLOCK_SIZE_M"], e)
+    bm1, bm2 = config["BLOCK_SIZE_M"], config2["BLOCK_SIZE_M"]
+    if align == "triton":
+        aligned = moe_align_triton(topk_ids, (bm1, bm2), e)
+        align1, align2 = aligned[0], aligned[-1]
+    else:
+        align1 = fm.moe_align_block_size(topk_ids, bm1, e)
+        align2 = align1 if bm2 == bm1 else fm.moe_align_block_size(topk_ids, bm2, e)
     if fuse_act:
         act = torch.empty((m * top_k, two_i // 2), dtype=hidden.dtype, device=dev)
-        invoke_fused_gemm(hidden, w1, act, topk_weights, *align, top_k=top_k, config=config, gated=True,
+        invoke_fused_gemm(hidden, w1, act, topk_weights, *align1, top_k=top_k, config=config, gated=True,
                           accumulate=False, persistent=persistent, b_tma=b_tma, interleaved=w1_interleaved)
     else:
         inter = torch.empty((m * top_k, two_i), dtype=hidden.dtype, device=dev)
-        invoke_fused_gemm(hidden, w1, inter, topk_weights, *align, top_k=top_k, config=config, gated=False,
+        invoke_fused_gemm(hidden, w1, inter, topk_weights, *align1, top_k=top_k, config=config, gated=False,
                           accumulate=False, persistent=persistent, b_tma=b_tma)
         act = fm.silu_and_mul(inter)
-    if config2["BLOCK_SIZE_M"] != config["BLOCK_SIZE_M"]:
-        align = fm.moe_align_block_size(topk_ids, config2["BLOCK_SIZE_M"], e)
     if fuse_sum:
         out = torch.zeros((m, h), dtype=torch.float32, device=dev)
-        invoke_fused_gemm(act, w2, out, topk_weights, *align, top_k=top_k, config=config2, gated=False,
+        invoke_fused_gemm(act, w2, out, topk_weights, *align2, top_k=top_k, config=config2, gated=False,
                           accumulate=True, persistent=persistent, b_tma=b_tma)
         return out.to(hidden.dtype)
     out = torch.empty((m, top_k, h), dtype=hidden.dtype, device=dev)
-    fm.invoke_fused_moe_gemm(act, w2, out, topk_weights, *align, top_k=1, mul_routed_weight=True,
+    fm.invoke_fused_moe_gemm(act, w2, out, topk_weights, *align2, top_k=1, mul_routed_weight=True,
                              config=config2, b_tma=b_tma)
-    return out.sum(dim=1, dtype=torch.float32).to(hidden.dtype)
+    # One kernel: torch sums bf16 in float32 and rounds once, as sum(dtype=float32).to(bf16) does in two.
+    return out.sum(dim=1)

@@ -4,6 +4,7 @@ when the caller gives no config, the shipped tuned files themselves, and the tun
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 
@@ -155,3 +156,97 @@ def test_sample_anchors_on_the_previous_configs_and_spreads_within_bounds(m):
 def test_sample_without_a_shipped_file_starts_at_the_default_rule():
     sample = moe_fusion_tune.sample_configs(256, 64, 8, {}, 24)
     assert sample[0] == moe_configs.default_config(256, 64, 8) and len(sample) == 24
+
+
+# ------------------------------------------------------------------------------------------------
+# GEMM2 of the new layer: files tuned per form (fused/gemm2/, fused/gemm2_sum/) and the form's choice.
+# ------------------------------------------------------------------------------------------------
+GEMM2_PLAIN = cfg(64, 128, 64, 1, 4, 4)
+GEMM2_SUM = cfg(32, 64, 128, 16, 4, 3)
+
+
+def write_gemm2(folder, config, us_by_m):
+    """A GEMM2 file of one config with a side file that measured it at `us_by_m` ({M: us})."""
+    from kernels.moe_configs import ConfigMeta, MeasuredEntry
+
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = ConfigMeta(GPU, "3.6.0", {m: MeasuredEntry(config, us, 12) for m, us in us_by_m.items()}, "test")
+    return write_config_file(folder / config_file_name(E, INTER, GPU), ConfigTable({m: config for m in us_by_m}),
+                             meta)
+
+
+def test_gemm2_takes_the_file_of_its_form_and_falls_back_to_the_previous_kernels(config_dirs):
+    shipped, fused = config_dirs
+    previous_path = write(shipped, PREVIOUS)
+    plain_path = write_gemm2(fused / "gemm2", GEMM2_PLAIN, {1: 10.0, 1024: 100.0})
+    assert ff.layer_configs(1000, E, INTER, TOP_K, GPU, fuse_sum=False)[1] == (GEMM2_PLAIN, str(plain_path))
+    # No file for the fused-sum form, and no form given: the previous kernel's file.
+    assert ff.layer_configs(1000, E, INTER, TOP_K, GPU, fuse_sum=True)[1] == (PREVIOUS, str(previous_path))
+    assert ff.layer_configs(1000, E, INTER, TOP_K, GPU)[1] == (PREVIOUS, str(previous_path))
+    sum_path = write_gemm2(fused / "gemm2_sum", GEMM2_SUM, {1: 8.0, 1024: 120.0})
+    assert ff.layer_configs(1000, E, INTER, TOP_K, GPU, fuse_sum=True)[1] == (GEMM2_SUM, str(sum_path))
+
+
+def test_the_sum_is_fused_where_its_form_measured_faster(config_dirs):
+    _, fused = config_dirs
+    write_gemm2(fused / "gemm2", GEMM2_PLAIN, {1: 10.0, 1024: 100.0})
+    # One form measured: no comparison, so the fused sum (the layer's former default).
+    assert ff.choose_fuse_sum(1000, E, INTER, GPU) is True
+    write_gemm2(fused / "gemm2_sum", GEMM2_SUM, {1: 8.0, 1024: 120.0})
+    assert ff.choose_fuse_sum(1, E, INTER, GPU) is True  # 8 us against 10
+    assert ff.choose_fuse_sum(1000, E, INTER, GPU) is False  # nearest key 1024: 120 us against 100
+    assert ff.choose_fuse_sum(4096, E, INTER, GPU) is False
+    assert ff.choose_fuse_sum(1000, E, INTER, None) is True  # the CPU: no GPU's measurements apply
+
+
+SHIPPED_GEMM2 = sorted(p for sub in ff.GEMM2_FOLDERS.values() for p in (moe_configs.FUSED_DIR / sub).glob("*.json"))
+
+
+def test_gemm2_files_ship_for_both_forms_shapes_and_gpus():
+    names = {(p.parent.name, p.name) for p in SHIPPED_GEMM2}
+    for sub in ff.GEMM2_FOLDERS.values():
+        for shape in ("E=8,N=7168", "E=64,N=1280", "E=128,N=192"):
+            for gpu in ("NVIDIA_H100_80GB_HBM3", "NVIDIA_H200"):
+                assert (sub, f"{shape},device_name={gpu}.json") in names
+
+
+@pytest.mark.parametrize("path", SHIPPED_GEMM2, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_shipped_gemm2_file_matches_its_previous_file_and_side_file(path):
+    table = read_config_file(path)
+    previous = read_config_file(moe_configs.SHIPPED_DIR / path.name)
+    assert list(table.configs) == list(previous.configs)
+    assert format_config_table(table) == path.read_text()
+    space = set(fm.config_space())
+    assert all(c in space for c in table.configs.values())
+    meta = read_config_meta(path)
+    assert meta is not None and meta.device_name.replace(" ", "_") in path.name
+    assert {m: e.config for m, e in meta.measured.items()} == table.configs
+    assert all(e.compared >= 12 for e in meta.measured.values())
+
+
+def test_real_lookup_reaches_the_shipped_gemm2_files():
+    for fuse_sum, sub in ff.GEMM2_FOLDERS.items():
+        (_, src1), (c2, src2) = ff.layer_configs(4096, 64, 1280, 8, "NVIDIA H200", fuse_sum=fuse_sum)
+        assert src2.endswith(f"fused/{sub}/E=64,N=1280,device_name=NVIDIA_H200.json")
+        assert c2 == read_config_file(src2).configs[4096]
+        assert src1.endswith("fused/E=64,N=1280,device_name=NVIDIA_H200.json")
+
+
+def test_gemm2_files_are_written_from_a_run_per_form(tmp_path):
+    """moe_layer_tune --write-from: the fastest checked config per (shape, M) and form, with its time and the
+    count compared in the side file; failed rows are not candidates."""
+    import moe_layer_tune
+
+    a, b = "M64 N128 K64 G1 w4 s4", "M32 N64 K128 G16 w4 s3"
+    rows = [{"case": "dry-a", "m": 1, "form": "gemm2", "config": a, "status": "ok", "us": 5.0},
+            {"case": "dry-a", "m": 1, "form": "gemm2", "config": b, "status": "ok", "us": 4.0},
+            {"case": "dry-a", "m": 1, "form": "gemm2_sum", "config": b, "status": "failed", "us": 1.0},
+            {"case": "dry-a", "m": 1, "form": "gemm2_sum", "config": a, "status": "ok", "us": 6.0}]
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"gpu": GPU, "triton": "3.6.0", "dry": True, "gemm2": rows}))
+    written = moe_layer_tune.write_from(run, tmp_path / "out")
+    assert len(written) == 2
+    for sub, want, compared in (("gemm2", b, 2), ("gemm2_sum", a, 1)):
+        path = tmp_path / "out" / sub / config_file_name(8, 48, GPU)
+        assert read_config_file(path).configs == {1: moe_fusion_tune.moe_fusion.parse_label(want)}
+        assert read_config_meta(path).measured[1].compared == compared
