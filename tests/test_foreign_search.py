@@ -158,7 +158,8 @@ def test_the_guided_pick_is_made_once_and_noted_once(monkeypatch):
     subject = LaunchSubject(launch, resolve_gpu("h100"), space=declared)
     monkeypatch.setattr(LaunchSubject, "max_configs", 6)
     calls = []
-    monkeypatch.setattr(subject, "_predicted_us", lambda configs: calls.append(1) or [float(c.num_warps) for c in configs])
+    monkeypatch.setattr(subject, "_predicted_us",
+                        lambda configs: calls.append(1) or [float(c.num_warps) for c in configs])
     first, second = subject.space(), subject.space()
     assert first == second and calls
     picked_notes = [n for n in subject.notes if "the latency model led to" in n]
