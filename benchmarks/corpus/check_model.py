@@ -43,10 +43,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from check_points import DATA, GPU_NAME, LIBRARIES, ROOT, done_keys, timed_points  # noqa: E402
+from check_points import DATA, GPU_NAME, LIBRARIES, ROOT, SUFFIX, done_keys, timed_points  # noqa: E402
 
 OUT = DATA / "model_check.csv"
-EXTRA = DATA / "ceilings_extra.jsonl"
+# More configs of launches already evaluated (H100 only: CORPUS_GPU=h200 has no such file).
+EXTRA = DATA / f"ceilings_extra{SUFFIX}.jsonl"
 
 
 def _variants() -> dict[str, tuple[tuple[str, ...], float]]:
