@@ -129,13 +129,22 @@ def conformal_band(residuals: np.ndarray, level: float = LEVEL) -> tuple[float, 
 
 def choose(x: np.ndarray, y: np.ndarray, library: np.ndarray, candidates: dict = CANDIDATES):
     """The candidate of lowest mean per-library MAPE over a leave-one-library-out on the rows given, its
-    band offsets from the same held-out residuals, and every candidate's score."""
+    held-out predictions (log ratio), and every candidate's score."""
     scores, held = {}, {}
     for name, candidate in candidates.items():
         held[name] = held_out_by_library(x, y, library, candidate)
         scores[name] = mean_library_ape(held[name], y, library)
     best = min(scores, key=scores.get)
-    return best, conformal_band(y - held[best]), scores
+    return best, held[best], scores
+
+
+def within_launch_sd(residuals: np.ndarray, launch: Sequence[str]) -> float | None:
+    """The spread of held-out residuals among the configs of one launch (its own offset removed, launches
+    of 3 or more configs): the error of a predicted speed-up between two configs is sqrt(2) times it."""
+    launch = np.asarray(launch)
+    parts = [residuals[launch == k] - residuals[launch == k].mean() for k in np.unique(launch)
+             if (launch == k).sum() >= 3]
+    return float(np.sqrt((np.concatenate(parts) ** 2).mean())) if parts else None
 
 
 @dataclass
@@ -205,16 +214,18 @@ class TransferModel:
 
 
 def fit_transfer(x: np.ndarray, y: np.ndarray, library: np.ndarray, gpus: Sequence[str] = (),
-                 candidates: dict = CANDIDATES) -> TransferModel:
+                 launch: Sequence[str] = (), candidates: dict = CANDIDATES) -> TransferModel:
     """A TransferModel for rows `x` (all FEATURES) with targets `y` = log(measured / ceiling), the
-    candidate and band chosen by leave-one-library-out over `library` (module docstring)."""
+    candidate and band chosen by leave-one-library-out over `library` (module docstring). `launch` names
+    each row's launch (GPU included), for the spread of held-out errors between configs of one launch."""
     from advisor.model.predict import require_xgboost
 
     xgb = require_xgboost("fitting the transfer model")
     x, y, library = np.asarray(x, np.float32), np.asarray(y, dtype=float), np.asarray(library)
     if len(np.unique(library)) < 2:
         raise AdvisorError("the transfer model is chosen by leaving one library out: give rows of 2 or more")
-    best, band, scores = choose(x, y, library, candidates)
+    best, held, scores = choose(x, y, library, candidates)
+    band = conformal_band(y - held)
     level, booster, names = fit_median(x, y, candidates[best])
     support_names = list(FEATURE_SETS["transfer"])
     meta = {"features": names, "support_features": support_names, "candidate": best,
@@ -222,7 +233,8 @@ def fit_transfer(x: np.ndarray, y: np.ndarray, library: np.ndarray, gpus: Sequen
             "loss": "absolute percentage error", "rows": int(len(y)), "gpus": sorted(set(gpus)),
             "libraries": {str(k): int(v) for k, v in zip(*np.unique(library, return_counts=True), strict=True)},
             "inner_mape": {k: round(v, 4) for k, v in scores.items()},
-            "band_claim": LEVEL, "params": PARAMS, "xgboost": xgb.__version__, "trained": dt.date.today().isoformat(),
+            "band_claim": LEVEL, "ranking_sd": within_launch_sd(y - held, launch) if len(launch) else None,
+            "params": PARAMS, "xgboost": xgb.__version__, "trained": dt.date.today().isoformat(),
             "support": {"quantile": OUTSIDE_QUANTILE}}
     support = fit_support(x[:, _columns(support_names)])
     meta["support"]["threshold"] = round(support.threshold, 4)

@@ -74,10 +74,13 @@ def transfer_held_out(rows: list[dict]) -> tuple[list[dict], dict]:
     out, chosen = [], {}
     for held in LIBRARIES:
         test = lib == held
-        model = fit_transfer(x[~test], y[~test], lib[~test], [r["gpu"] for r in rows])
+        model = fit_transfer(x[~test], y[~test], lib[~test], [r["gpu"] for r in rows],
+                             [f"{r['gpu']}/{r['case']}" for r, t in zip(rows, test, strict=True) if not t])
         chosen[held] = model.meta["candidate"], model.band, model.meta["inner_mape"][model.meta["candidate"]]
         test_rows = [r for r, t in zip(rows, test, strict=True) if t]
         ceiling = np.array([r["ceiling_us"] for r in test_rows])
+        # The fold's spread between configs of one launch: check_advice.py's close-call margin for it.
+        test_rows = [dict(r, ranking_sd=model.meta["ranking_sd"]) for r in test_rows]
         out += with_prediction(test_rows, "transfer (held-out library)", *model.predict_us(ceiling, x[test]))
         print(f"held out {held}: chose {chosen[held][0]} (inner MAPE {chosen[held][2]:.1%}), band "
               f"[{chosen[held][1][0]:+.3f}, {chosen[held][1][1]:+.3f}] log", file=sys.stderr, flush=True)
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- {lib}: {name}, inner MAPE {inner:.1%}, band x{math.exp(band[0]):.2f} .. x{math.exp(band[1]):.2f}")
     with open(OUT, "w", newline="") as f:
         fields = ["gpu", "model", "library", "launch_id", "kernel", "config", "recorded", "measured_us", "ceiling_us",
-                  "predicted_us", "low_us", "high_us"]
+                  "predicted_us", "low_us", "high_us", "ranking_sd"]
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(predicted)
@@ -187,9 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         from advisor.model.transfer import fit_transfer
 
         x, y, lib = arrays(rows)
-        model = fit_transfer(x, y, lib, [r["gpu"] for r in rows])
+        model = fit_transfer(x, y, lib, [r["gpu"] for r in rows], [f"{r['gpu']}/{r['case']}" for r in rows])
         print(f"shipped transfer model: {model.meta['candidate']}, band [{model.band[0]:+.3f}, {model.band[1]:+.3f}]"
-              f" log, {len(rows)} rows -> {model.save()}")
+              f" log, ranking sd {model.meta['ranking_sd']:.4f}, {len(rows)} rows -> {model.save()}")
     return 0
 
 
