@@ -104,9 +104,12 @@ def calibrate(group: list[dict], timings: int = CALIBRATION_TIMINGS, slope_on_ce
             timed.append(own[0])
         elif step % 2 == 1:
             correction = fit(_points(timed), slope_on_ceiling=slope_on_ceiling)
-            timed.append(min(untimed, key=lambda r, c=correction: _corrected_us(r, c)))
+            # Predictions equal to 0.1% (configs of one ceiling and the same features) tie likewise.
+            timed.append(min(untimed, key=lambda r, c=correction: round(math.log(_corrected_us(r, c)), 3)))
         else:
-            timed.append(max(untimed, key=lambda r: _log_band(r)[2] - _log_band(r)[1]))
+            # Widths equal to 3 decimals (a band of constant width, as the transfer model's) tie: the
+            # first in the launch's order, not the one float rounding makes widest.
+            timed.append(max(untimed, key=lambda r: round(_log_band(r)[2] - _log_band(r)[1], 3)))
     correction = fit(_points(timed), slope_on_ceiling=slope_on_ceiling)
     rest = [r for r in group if r not in timed]
     pred = {id(r): _corrected_us(r, correction) for r in rest}

@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                   "predicted_us", "low_us", "high_us", "ranking_sd"]
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(predicted)
+        writer.writerows({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()} for r in predicted)
     print(f"\n{OUT.name}: {len(predicted)} rows")
     if args.write:
         from advisor.model.transfer import fit_transfer
