@@ -168,3 +168,25 @@ def test_a_close_call_on_a_generic_launch_uses_the_transfer_models_spread():
                                                  demand_source="generic (SASS x evaluated control flow)")
     assert close_call(advice, model)  # generic: margin exp(0.8416 sqrt(2) 0.25) = 1.35x
     assert close_call(_gemm_advice(1.5), model) == []
+
+
+def test_advisor_predict_on_a_kernel_of_no_shipped_family_uses_the_transfer_model(capsys, monkeypatch, tmp_path):
+    """`advisor predict` on a kernel file and launch (the generic path): the 80% band is the transfer model's
+    band about its median (the shipped model's quantile band has another shape)."""
+    import json
+
+    import advisor.model.predict as pred
+    from advisor.cli import main
+
+    monkeypatch.setattr(pred, "_LOADED", {})
+    monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path))
+    fixtures = ROOT / "tests" / "fixtures"
+    assert main(["predict", str(fixtures / "matmul_kernel.py"), "--launch", str(fixtures / "matmul_launch.json"),
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["demand_source"].startswith("generic")
+    band = TransferModel.load().band
+    mid, (lo, hi) = doc["predicted_us"], doc["predicted_interval_us"]
+    assert doc["ceiling_us"] <= mid <= doc["ceiling_us"] * math.exp(2.0)
+    assert hi / mid == pytest.approx(math.exp(band[1]), rel=1e-3)
+    assert lo == pytest.approx(max(mid * math.exp(band[0]), doc["ceiling_us"]), rel=1e-3)
