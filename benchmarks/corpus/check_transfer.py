@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # the corpus modules, and this checkout's packages
 
 OUT = HERE / "data" / "model_check_transfer.csv"
 GPUS = ("h100", "h200")
