@@ -362,6 +362,9 @@ def close_call(advice: Advice, model=None) -> list[str]:
     intervals = model.meta.get("intervals") or {}
     outside = advice.current.outside_data or advice.best.outside_data
     sd = intervals.get("ranking_sd_outside" if outside else "ranking_sd")
+    if intervals.get("ranking_sd_generic") and advice.current.ceiling.demand_source.startswith("generic"):
+        # Predicted by the transfer model (advisor.model.routing): its spread on libraries it never saw.
+        sd = max(intervals["ranking_sd_generic"], sd or 0.0) if outside else intervals["ranking_sd_generic"]
     if not sd or advice.current.corrected_by:  # the kernel's own timings already set its level
         return []
     # The error of a predicted ratio of two configs: sqrt(2) x the within-launch spread, one-sided 80%.

@@ -253,8 +253,9 @@ def tuned_model_dir(gpu_name: str) -> Path:
 _LOADED: dict[str, LatencyModel] = {}
 
 
-def model_for(gpu: GPU | None = None) -> LatencyModel:
-    """The GPU's fine-tuned model when `advisor calibrate --tune` made one, else the shipped model."""
+def model_for(gpu: GPU | None = None):
+    """The GPU's fine-tuned model when `advisor calibrate --tune` made one, else the shipped model; either
+    routed with the transfer model for generic-path launches (`with_transfer`)."""
     folder = MODEL_DIR
     if gpu is not None:
         tuned = tuned_model_dir(gpu.name)
@@ -262,5 +263,17 @@ def model_for(gpu: GPU | None = None) -> LatencyModel:
             folder = tuned
     key = str(folder)
     if key not in _LOADED:
-        _LOADED[key] = LatencyModel.load(folder)
+        _LOADED[key] = with_transfer(LatencyModel.load(folder))
     return _LOADED[key]
+
+
+def with_transfer(model: LatencyModel):
+    """`model` for the shipped families' launches and the transfer model for generic-path launches
+    (`advisor.model.routing`), when the transfer model ships; else `model` alone."""
+    from advisor.model.transfer import META_FILE, TRANSFER_DIR, TransferModel
+
+    if not (TRANSFER_DIR / META_FILE).exists():
+        return model
+    from advisor.model.routing import RoutedModel
+
+    return RoutedModel(model, TransferModel.load(TRANSFER_DIR))

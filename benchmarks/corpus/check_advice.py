@@ -21,11 +21,17 @@ over the launch's own config is within the model's error between configs of one 
 "model's top" columns show the config predicted fastest regardless). "measure 4" times the 4 predicted
 fastest and the own config, and keeps the fastest measured.
 
-    python benchmarks/corpus/check_advice.py
+    python benchmarks/corpus/check_advice.py [--model-check data/model_check_transfer.csv
+        --model "transfer (held-out library)" --gpu h100|h200]
+
+With `--model-check` another file of held-out predictions (check_transfer.py's, both GPUs, a `gpu`
+column) and `--model` the rows of one model in it; where its rows carry `ranking_sd` (the held-out
+fold's spread between configs of one launch), the close-call margin is the fold's.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import sys
@@ -44,11 +50,11 @@ CALIBRATION_TIMINGS = 3
 MEASURE = 4
 
 
-def launches(model: str = "held-out library") -> dict[str, list[dict]]:
+def launches(model: str = "held-out library", path: Path = MODEL_CHECK, gpu: str = "h100") -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = defaultdict(list)
-    with open(MODEL_CHECK, newline="") as f:
+    with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            if r["model"] != model:
+            if r["model"] != model or r.get("gpu", "h100") != gpu:
                 continue
             for k in ("measured_us", "ceiling_us", "predicted_us", "low_us", "high_us"):
                 r[k] = float(r[k])
@@ -57,10 +63,10 @@ def launches(model: str = "held-out library") -> dict[str, list[dict]]:
     return out
 
 
-def timed_counts() -> dict[str, int]:
-    """Configs timed ok per launch (timings.csv)."""
+def timed_counts(gpu: str = "h100") -> dict[str, int]:
+    """Configs timed ok per launch (timings.csv, or the GPU's)."""
     counts: dict[str, set] = defaultdict(set)
-    with open(TIMINGS, newline="") as f:
+    with open(TIMINGS if gpu == "h100" else TIMINGS.with_name(f"timings_{gpu}.csv"), newline="") as f:
         for r in csv.DictReader(f):
             if r["status"] == "ok":
                 counts[f"{r['library']}/{r['launch_id']}"].add(r["config"])
@@ -98,9 +104,12 @@ def calibrate(group: list[dict], timings: int = CALIBRATION_TIMINGS, slope_on_ce
             timed.append(own[0])
         elif step % 2 == 1:
             correction = fit(_points(timed), slope_on_ceiling=slope_on_ceiling)
-            timed.append(min(untimed, key=lambda r, c=correction: _corrected_us(r, c)))
+            # Predictions equal to 0.1% (configs of one ceiling and the same features) tie likewise.
+            timed.append(min(untimed, key=lambda r, c=correction: round(math.log(_corrected_us(r, c)), 3)))
         else:
-            timed.append(max(untimed, key=lambda r: _log_band(r)[2] - _log_band(r)[1]))
+            # Widths equal to 3 decimals (a band of constant width, as the transfer model's) tie: the
+            # first in the launch's order, not the one float rounding makes widest.
+            timed.append(max(untimed, key=lambda r: round(_log_band(r)[2] - _log_band(r)[1], 3)))
     correction = fit(_points(timed), slope_on_ceiling=slope_on_ceiling)
     rest = [r for r in group if r not in timed]
     pred = {id(r): _corrected_us(r, correction) for r in rest}
@@ -111,11 +120,15 @@ def calibrate(group: list[dict], timings: int = CALIBRATION_TIMINGS, slope_on_ce
             "regret": choice["measured_us"] / best}
 
 
-def close_call_margin() -> float:
-    """The smallest predicted gain `suggest` claims without --measure for a launch outside the model's data."""
+def close_call_margin(group: list[dict] | None = None) -> float:
+    """The smallest predicted gain `suggest` claims without --measure: from the held-out fold's spread
+    between configs when the rows carry it, else for a launch outside the shipped model's data."""
     from advisor.model.predict import LatencyModel
 
-    sd = LatencyModel.load().meta["intervals"]["ranking_sd_outside"]
+    if group and group[0].get("ranking_sd"):
+        sd = float(group[0]["ranking_sd"])
+    else:
+        sd = LatencyModel.load().meta["intervals"]["ranking_sd_outside"]
     return math.exp(0.8416 * math.sqrt(2.0) * sd)
 
 
@@ -154,18 +167,18 @@ def summarize_calibration(groups: dict[str, list[dict]], slope_on_ceiling: bool)
               f"{np.mean(regrets <= 1.03):.0%} | {np.mean(regrets <= 1.05):.0%} |")
 
 
-def summarize_advice(groups: dict[str, list[dict]]) -> None:
-    counts = timed_counts()
+def summarize_advice(groups: dict[str, list[dict]], gpu: str = "h100") -> None:
+    counts = timed_counts(gpu)
     complete = {k: g for k, g in groups.items() if len(g) >= 2 and len(g) == counts.get(k, 0)}
     print(f"\nadvice over the measured space ({len(complete)} launches whose every timed config was evaluated):")
-    margin = close_call_margin()
-    print(f"(close-call margin {margin:.3f}x)")
+    margins = sorted({round(close_call_margin(g), 3) for g in complete.values()})
+    print(f"(close-call margin {', '.join(f'{m:.3f}x' for m in margins)})")
     print("| library | launches | suggestion: changed | not slower than own | within 1.05x of best | model's top: "
           f"not slower than own | within 1.05x | measure {MEASURE}: within 1.02x of best | within 1.05x |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = defaultdict(list)
     for key, group in complete.items():
-        a, t, m = advise(group, margin=margin), advise(group), advise(group, MEASURE)
+        a, t, m = advise(group, margin=close_call_margin(group)), advise(group), advise(group, MEASURE)
         if a and m:
             rows[key.split("/")[0]].append((a, t, m))
     rows["all"] = [x for v in list(rows.values()) for x in v]
@@ -183,14 +196,20 @@ def summarize_advice(groups: dict[str, list[dict]]) -> None:
               f"{np.mean([x['vs_best'] <= 1.02 for x in m]):.0%} | {np.mean([x['vs_best'] <= 1.05 for x in m]):.0%} |")
 
 
-def main() -> int:
-    groups = launches()
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-check", type=Path, default=MODEL_CHECK, help="held-out predictions (CSV)")
+    parser.add_argument("--model", default="held-out library", help="the model column's value to read")
+    parser.add_argument("--gpu", default="h100", choices=("h100", "h200"))
+    args = parser.parse_args(argv)
+    groups = launches(args.model, args.model_check, args.gpu)
     if not groups:
-        print("no held-out-library predictions in model_check.csv; run check_model.py first", file=sys.stderr)
+        print(f"no {args.model!r} predictions for {args.gpu} in {args.model_check}; run check_model.py or "
+              "check_transfer.py first", file=sys.stderr)
         return 2
     summarize_calibration(groups, slope_on_ceiling=False)
     summarize_calibration(groups, slope_on_ceiling=True)
-    summarize_advice(groups)
+    summarize_advice(groups, args.gpu)
     return 0
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import glob
 import json
 import math
 import statistics
@@ -43,10 +42,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from check_points import DATA, GPU_NAME, LIBRARIES, ROOT, done_keys, timed_points  # noqa: E402
+from check_points import DATA, GPU_NAME, LIBRARIES, ROOT, SUFFIX, done_keys, timed_points  # noqa: E402
 
 OUT = DATA / "model_check.csv"
-EXTRA = DATA / "ceilings_extra.jsonl"
+# More configs of launches already evaluated (H100 only: CORPUS_GPU=h200 has no such file).
+EXTRA = DATA / f"ceilings_extra{SUFFIX}.jsonl"
 
 
 def _variants() -> dict[str, tuple[tuple[str, ...], float]]:
@@ -135,12 +135,13 @@ def joined(a, b):
 
 
 def shipped_data():
-    """The shipped families' training rows, as `advisor train` takes them by default."""
+    """The shipped families' training rows: the sweep files the shipped model's meta names (a glob of
+    benchmarks/data would also take files of other kinds written there since)."""
     from advisor.model.dataset import load_sweeps
+    from advisor.model.predict import MODEL_DIR
 
-    files = sorted(f for f in glob.glob(str(ROOT / "benchmarks" / "data" / "*.csv.gz"))
-                   if not any(tag in f for tag in ("kernel_v1", "ncu", "features")))
-    return load_sweeps(files)
+    names = json.loads((MODEL_DIR / "latency_meta.json").read_text())["data"]
+    return load_sweeps(sorted(str(ROOT / "benchmarks" / "data" / name) for name in names))
 
 
 # ---------------------------------------------------------------------------------------------------
