@@ -37,8 +37,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from itertools import zip_longest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +52,7 @@ from replay import DATA, LIBRARIES, Case, Variant, _grid3, load_cases  # noqa: E
 PLAN = DATA / "advice_gpu_plan.json"
 SPACE_CAP = 24            # configs of a launch's space timed at most (the own and suggested ones come on top)
 MEASURE = 4
+TIMING_RESERVE = 150.0  # seconds of the device step kept for the timing process
 PER_LIBRARY = {"liger": 9, "flaggems": 9, "fla": 10, "gemlite": 8}
 # Kernels whose config variants the replay cannot run as the library would (README, "Known limits"):
 SKIP = {("flaggems", "mm_kernel_general_host_tma"): "host TMA descriptors carry the recorded block shape",
@@ -226,7 +229,7 @@ def warm_worker(cases: list[Case], folder: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ timing
 TIMING_COLUMNS = ["library", "launch_id", "index", "kernel", "config", "roles", "from_rule", "grid", "status", "us",
-                  "min_us", "max_us", "rel_err", "int_mismatch", "note"]
+                  "min_us", "max_us", "launches_per_sample", "replays", "rel_err", "int_mismatch", "note"]
 
 
 def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, tol: float = 5e-2) -> None:
@@ -281,7 +284,7 @@ def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, 
 
 def timing_process(only: str | None, folder: Path, deadline: float) -> None:
     """Step 3 in its own process: the variants with both suggestions, then every launch timed."""
-    cases = planned(only)
+    cases = interleaved(planned(only))
     rows = {}
     for line in (out_dir() / "advice_gpu_suggest.jsonl").read_text().splitlines():
         r = json.loads(line)
@@ -318,44 +321,65 @@ def environment() -> dict:
             "packages": {n: version(n) for n in ("liger-kernel", "flag-gems", "fla-core", "gemlite", "xgboost")}}
 
 
+def interleaved(cases: list[Case]) -> list[Case]:
+    """The libraries in turn, so that a deadline cuts launches of every library alike."""
+    by_lib = [[c for c in cases if c.library == lib] for lib in LIBRARIES]
+    return [c for group in zip_longest(*by_lib) for c in group if c is not None]
+
+
 def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: int, budget: float) -> None:
+    """Step 1 and 2 overlapped: each launch's `suggest` (no measurement), then its `suggest --measure 4`
+    (at most `measure_jobs` at once: they time on the GPU) and the compiles of its variants (CPU); then the
+    timing process alone on the GPU, with what is left of `budget` seconds."""
     start = time.time()
     folder = Path(os.environ.get("ADVICE_WORK", "/tmp/advice_gpu"))
     folder.mkdir(parents=True, exist_ok=True)
     out_dir().mkdir(parents=True, exist_ok=True)
     (out_dir() / "advice_gpu_env.json").write_text(json.dumps(environment(), indent=1) + "\n")
-    cases = planned(only)
+    cases = interleaved(planned(only))
     traces = {c.id: one_launch_trace(c, folder) for c in cases}
-    workers = max(1, (os.cpu_count() or 4) // suggest_jobs)
     log = out_dir() / "advice_gpu_suggest.jsonl"
+    log.write_text("")
+    lock = threading.Lock()
+    measure_until = start + budget - TIMING_RESERVE
 
     def stamp(what):
         print(f"[{time.time() - start:6.0f} s] {what}", flush=True)
 
-    with ThreadPoolExecutor(suggest_jobs) as pool:
-        plain = list(pool.map(lambda c: run_suggest(c, traces[c.id], 0, folder, workers), cases))
-    stamp(f"suggest (no measurement): {sum(r['rc'] in (0, 1) for r in plain)}/{len(plain)} ran")
-    for case, r in zip(cases, plain, strict=True):
-        (folder / f"{case.library}-{case.id}.variants.json").write_text(
-            json.dumps(variants_json(case, traces[case.id], [r])))
-    stamp("variants planned")
-    # the compiles of every variant, in the background while --measure runs time on the GPU
-    shards = [cases[i::warm_jobs] for i in range(warm_jobs)]
-    warm = [subprocess.Popen([sys.executable, __file__, "warm", "--ids", ",".join(c.id for c in shard)],
-                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for shard in shards if shard]
-    with ThreadPoolExecutor(measure_jobs) as pool:
-        timed = list(pool.map(lambda c: run_suggest(c, traces[c.id], MEASURE, folder, 2), cases))
-    log.write_text("".join(json.dumps(r) + "\n" for r in plain + timed))
-    stamp(f"suggest --measure {MEASURE}: {sum(r['rc'] in (0, 1) for r in timed)}/{len(timed)} ran")
-    fails = 0
-    for p in warm:
-        out, _ = p.communicate()
-        fails += out.count("warm fail")
-    stamp(f"warm compiles done ({fails} failed)")
+    def keep(row):
+        with lock, open(log, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        stamp(f"{row['kernel']} suggest{' --measure 4' if row['measure'] else ''}: exit {row['rc']} "
+              f"({row['wall_s']} s) -> {(row.get('best') or {}).get('label')}")
+
+    def measured(case):
+        if time.time() > measure_until:
+            row = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
+                   "measure": MEASURE, "rc": "not run (device deadline)", "wall_s": 0, "stderr": ""}
+        else:
+            row = run_suggest(case, traces[case.id], MEASURE, folder, 2)
+        keep(row)
+
+    def warmed(case):
+        subprocess.run([sys.executable, __file__, "warm", "--ids", case.id], cwd=ROOT, capture_output=True)
+
+    with ThreadPoolExecutor(measure_jobs) as measure_pool, ThreadPoolExecutor(warm_jobs) as warm_pool:
+        def plain(case):
+            row = run_suggest(case, traces[case.id], 0, folder, 3)
+            keep(row)
+            spec = variants_json(case, traces[case.id], [row])
+            (folder / f"{case.library}-{case.id}.variants.json").write_text(json.dumps(spec))
+            return measure_pool.submit(measured, case), warm_pool.submit(warmed, case)
+
+        with ThreadPoolExecutor(suggest_jobs) as pool:
+            futures = [f for pair in pool.map(plain, cases) for f in pair]
+        stamp("suggest (no measurement) done for every launch")
+        for f in futures:
+            f.result()
+    stamp("suggest --measure 4 and the compiles done")
     left = budget - (time.time() - start)
     subprocess.run([sys.executable, __file__, "time", *(["--only", only] if only else []),
-                    "--deadline", str(max(10.0, left - 15))], cwd=ROOT)
+                    "--deadline", str(max(10.0, left - 10))], cwd=ROOT)
     stamp("timed")
     analyze(out_dir())
 
@@ -500,9 +524,9 @@ def main() -> None:
     parser.add_argument("step", choices=["plan", "device", "warm", "time", "analyze"])
     parser.add_argument("--only", help="positions in the plan, e.g. 3,9,18 (a trial)")
     parser.add_argument("--ids", default="")
-    parser.add_argument("--suggest-jobs", type=int, default=4)
-    parser.add_argument("--measure-jobs", type=int, default=1)
-    parser.add_argument("--warm-jobs", type=int, default=8)
+    parser.add_argument("--suggest-jobs", type=int, default=5)
+    parser.add_argument("--measure-jobs", type=int, default=2)
+    parser.add_argument("--warm-jobs", type=int, default=3)
     parser.add_argument("--budget", type=float, default=420.0, help="seconds for the whole device step")
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds of timing")
     a = parser.parse_args()
