@@ -241,6 +241,7 @@ def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, 
         if time.time() > deadline:
             print(f"timing: deadline reached before {case.kernel}", flush=True)
             return
+        (folder / "inflight").write_text(case.id)
         spec = json.loads((folder / f"{case.library}-{case.id}.variants.json").read_text())
         items = [(_variant(d), d["roles"]) for d in spec["variants"]]
         items.append((items[0][0], ["own-repeat"]))
@@ -280,6 +281,7 @@ def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, 
                 break
         del pristine, work, reference
         torch.cuda.empty_cache()
+        (folder / "inflight").unlink()
 
 
 def timing_process(only: str | None, folder: Path, deadline: float) -> None:
@@ -289,14 +291,36 @@ def timing_process(only: str | None, folder: Path, deadline: float) -> None:
     for line in (out_dir() / "advice_gpu_suggest.jsonl").read_text().splitlines():
         r = json.loads(line)
         rows.setdefault(r["launch_id"], []).append(r)
-    for case in cases:  # the measure-4 choice joins the variants the warm workers compiled
-        spec = variants_json(case, folder / f"{case.library}-{case.id}.json", rows.get(case.id, []))
-        (folder / f"{case.library}-{case.id}.variants.json").write_text(json.dumps(spec))
     path = out_dir() / "advice_gpu_timings.csv"
-    with open(path, "w", newline="") as fh:
+    done = set()
+    if path.exists():  # a timing process died: go on after the launches it finished
+        with open(path, newline="") as f:
+            done = {r["launch_id"] for r in csv.DictReader(f)}
+    new = not path.exists()
+    with open(path, "a", newline="") as fh:
         writer = csv.DictWriter(fh, TIMING_COLUMNS)
-        writer.writeheader()
-        time_launches(cases, folder, writer, fh, deadline)
+        if new:
+            writer.writeheader()
+        crashed = folder / "inflight"
+        if crashed.exists():
+            case = next(c for c in cases if c.id == crashed.read_text())
+            writer.writerow({"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
+                             "roles": "own", "status": "crashed", "note": "the timing process died during this launch"})
+            done.add(case.id)
+            crashed.unlink()
+        todo = [c for c in cases if c.id not in done]
+        for case in todo:  # the measure-4 choice joins the variants the warm workers compiled
+            spec_path = folder / f"{case.library}-{case.id}.variants.json"
+            spec = json.loads(spec_path.read_text()) if spec_path.exists() else None
+            m4 = [r for r in rows.get(case.id, []) if r["measure"] and r.get("best")]
+            found = spec and all(any(v["config"] == r["best"]["config"] for v in spec["variants"]) for r in m4)
+            if found:
+                for r in m4:
+                    next(v for v in spec["variants"] if v["config"] == r["best"]["config"])["roles"].append("measure4")
+            else:
+                spec = variants_json(case, folder / f"{case.library}-{case.id}.json", rows.get(case.id, []))
+            spec_path.write_text(json.dumps(spec))
+        time_launches(todo, folder, writer, fh, deadline)
     sources = {c.id: json.loads((folder / f"{c.library}-{c.id}.variants.json").read_text())["source"] for c in cases}
     (out_dir() / "advice_gpu_spaces.json").write_text(json.dumps(sources, indent=1))
 
@@ -340,6 +364,8 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
     traces = {c.id: one_launch_trace(c, folder) for c in cases}
     log = out_dir() / "advice_gpu_suggest.jsonl"
     log.write_text("")
+    (out_dir() / "advice_gpu_timings.csv").unlink(missing_ok=True)  # a fresh run: no launch resumed
+    (folder / "inflight").unlink(missing_ok=True)
     lock = threading.Lock()
     measure_until = start + budget - TIMING_RESERVE
 
@@ -377,10 +403,15 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
         for f in futures:
             f.result()
     stamp("suggest --measure 4 and the compiles done")
-    left = budget - (time.time() - start)
-    subprocess.run([sys.executable, __file__, "time", *(["--only", only] if only else []),
-                    "--deadline", str(max(10.0, left - 10))], cwd=ROOT)
-    stamp("timed")
+    for _attempt in range(4):  # a launch that kills the process is recorded as crashed; the others go on
+        left = budget - (time.time() - start)
+        if left < 20:
+            break
+        done = subprocess.run([sys.executable, __file__, "time", *(["--only", only] if only else []),
+                               "--deadline", str(left - 10)], cwd=ROOT)
+        stamp(f"timing process exit {done.returncode}")
+        if done.returncode == 0:
+            break
     analyze(out_dir())
 
 
