@@ -52,7 +52,7 @@ from replay import DATA, LIBRARIES, Case, Variant, _grid3, load_cases  # noqa: E
 PLAN = DATA / "advice_gpu_plan.json"
 SPACE_CAP = 24            # configs of a launch's space timed at most (the own and suggested ones come on top)
 MEASURE = 4
-TIMING_RESERVE = 150.0  # seconds of the device step kept for the timing process
+TIMING_RESERVE = 90.0  # seconds of the device step kept for the timing process (36 launches: ~50 s)
 PER_LIBRARY = {"liger": 9, "flaggems": 9, "fla": 10, "gemlite": 8}
 # Kernels whose config variants the replay cannot run as the library would (README, "Known limits"):
 SKIP = {("flaggems", "mm_kernel_general_host_tma"): "host TMA descriptors carry the recorded block shape",
@@ -158,7 +158,9 @@ def variant_list(case: Case, trace: Path, suggestions: list[dict]) -> tuple[list
         if cfg is None:
             continue
         role = "measure4" if s["measure"] else "suggested"
-        match = next((v for v in [own, *space] if v.config == cfg), None)
+        # the library's heuristics add constexprs to a config (GemLite's EVEN_K): a variant that sets every
+        # value of the suggested config is that config, launched as the host launches it
+        match = next((v for v in [own, *space] if same_config(cfg, v.config)), None)
         if match is None and isinstance(subject, LaunchSubject):
             match = from_rule(subject, Config.from_dict(cfg))
             match.extra = {**match.extra, "from_rule": True}
@@ -169,6 +171,12 @@ def variant_list(case: Case, trace: Path, suggestions: list[dict]) -> tuple[list
             break
         picked.setdefault(v.label, (v, []))[1].append("space")
     return list(picked.values()), source
+
+
+def same_config(suggested: dict, launched: dict) -> bool:
+    """Whether a launched config is the suggested one: the same value for each of its keys, and for the
+    launched config's others only constexprs a heuristic sets beside the tuned ones (not in the suggestion)."""
+    return all(k in launched and launched[k] == v for k, v in suggested.items())
 
 
 def from_rule(subject, config) -> Variant:
@@ -351,7 +359,8 @@ def interleaved(cases: list[Case]) -> list[Case]:
     return [c for group in zip_longest(*by_lib) for c in group if c is not None]
 
 
-def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: int, budget: float) -> None:
+def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: int, budget: float,
+           plain_from: str | None = None) -> None:
     """Step 1 and 2 overlapped: each launch's `suggest` (no measurement), then its `suggest --measure 4`
     (at most `measure_jobs` at once: they time on the GPU) and the compiles of its variants (CPU); then the
     timing process alone on the GPU, with what is left of `budget` seconds."""
@@ -378,6 +387,13 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
         stamp(f"{row['kernel']} suggest{' --measure 4' if row['measure'] else ''}: exit {row['rc']} "
               f"({row['wall_s']} s) -> {(row.get('best') or {}).get('label')}")
 
+    plain_rows = {}
+    if plain_from:  # a later part of a run: the suggestions without measurement come from the first part
+        for line in Path(plain_from).read_text().splitlines():
+            r = json.loads(line)
+            if r["measure"] == 0:
+                plain_rows[r["launch_id"]] = r
+
     def measured(case):
         if time.time() > measure_until:
             row = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
@@ -391,7 +407,7 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
 
     with ThreadPoolExecutor(measure_jobs) as measure_pool, ThreadPoolExecutor(warm_jobs) as warm_pool:
         def plain(case):
-            row = run_suggest(case, traces[case.id], 0, folder, 3)
+            row = plain_rows.get(case.id) or run_suggest(case, traces[case.id], 0, folder, 3)
             keep(row)
             spec = variants_json(case, traces[case.id], [row])
             (folder / f"{case.library}-{case.id}.variants.json").write_text(json.dumps(spec))
@@ -453,7 +469,11 @@ def launch_outcome(plain: dict, timed: dict, rows: list[dict]) -> dict:
             return None, "the own config did not run in the timing process"
         if label == out["own_config"]:
             return out["own_us"], None
-        row = next((x for x in rows if x["config"] == label and x["roles"] != "own-repeat"), None)
+        wanted = json.loads(label)
+        matches = [x for x in rows if x["roles"] != "own-repeat" and x["config"]
+                   and same_config(wanted, json.loads(x["config"]))]
+        # the config as the library's host code launches it (its grid), before the product's launch rule
+        row = min(matches, key=lambda x: (x["from_rule"] == "1", x["status"] != "ok"), default=None)
         if row is None:
             return None, "the suggested config was not timed (deadline)"
         if row["status"] != "ok":
@@ -492,11 +512,17 @@ def _share(values: list[bool]) -> str:
 def analyze(folder: Path, write: Path | None = None) -> dict:
     write = write or folder
     runs: dict[str, dict] = {}
-    for line in (folder / "advice_gpu_suggest.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        runs.setdefault(r["launch_id"], {})[r["measure"]] = r
-    with open(folder / "advice_gpu_timings.csv", newline="") as f:
-        timings = list(csv.DictReader(f))
+    timings: list[dict] = []
+    # a run's first part, then its later parts (_part2, ...: launches it did not finish, run again whole)
+    for part in ["", *sorted(p.stem.split("_")[-1] for p in folder.glob("advice_gpu_timings_part*.csv"))]:
+        tag = f"_{part}" if part else ""
+        for line in (folder / f"advice_gpu_suggest{tag}.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            runs.setdefault(r["launch_id"], {})[r["measure"]] = r
+        with open(folder / f"advice_gpu_timings{tag}.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        again = {r["launch_id"] for r in rows}
+        timings = [r for r in timings if r["launch_id"] not in again] + rows
     outcomes = []
     for lid, pair in runs.items():
         if 0 in pair and MEASURE in pair:
@@ -560,11 +586,13 @@ def main() -> None:
     parser.add_argument("--warm-jobs", type=int, default=3)
     parser.add_argument("--budget", type=float, default=420.0, help="seconds for the whole device step")
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds of timing")
+    parser.add_argument("--plain-from", help="a first part's advice_gpu_suggest.jsonl: its suggestions without "
+                        "measurement are used, not run again (a second part for launches the first did not finish)")
     a = parser.parse_args()
     if a.step == "plan":
         plan()
     elif a.step == "device":
-        device(a.only, a.suggest_jobs, a.measure_jobs, a.warm_jobs, a.budget)
+        device(a.only, a.suggest_jobs, a.measure_jobs, a.warm_jobs, a.budget, a.plain_from)
     elif a.step == "warm":
         warm(a.ids.split(","))
     elif a.step == "time":
