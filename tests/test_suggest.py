@@ -307,3 +307,20 @@ def test_an_autotune_list_that_tunes_some_parameters_keeps_the_others_as_launche
     # The list has that config (without BLOCK_K): nothing to add; with BLOCK_K it would be added as a new one.
     (edit,) = plan_apply([advice], min_speedup=0.0)
     assert not edit.changed
+
+
+def test_the_grid_follows_a_tile_whose_size_is_a_constexpr():
+    """Issue 15 (GemLite's gemv, N and K passed as constexprs): the grid kept 3584 CTAs for BLOCK_SIZE_N 1
+    instead of 14336, so that config was predicted (3.5x) and timed at a quarter of its work."""
+    from advisor.advice.launch_rule import launch_rule
+    from advisor.capture.trace import read_trace
+
+    launch = read_trace(FIXTURES / "matmul_launch.json").launches[0]
+    scalars = dict(launch.scalars)
+    sizes = {"N": scalars.pop("N"), "K": scalars.pop("K")}
+    as_constexprs = Launch(launch.source, launch.kernel, launch.grid, launch.tensors, tuple(scalars.items()),
+                           tuple(sizes.items()), launch.config)
+    rule = launch_rule(as_constexprs)
+    assert rule.grid(launch.config) == (512,)
+    assert rule.grid(launch.config.replace(BLOCK_N=64)) == (1024,)
+    assert rule.grid(launch.config.replace(BLOCK_M=64, BLOCK_N=256)) == (512,)
