@@ -6,6 +6,18 @@ Three steps, the middle one in one device call:
     python benchmarks/corpus/check_advice_gpu.py device [--only N] # GPU: suggest, suggest --measure 4, time
     python benchmarks/corpus/check_advice_gpu.py analyze           # CPU: -> data/advice_gpu.csv, *_summary.json
 
+On the device machine (nvidia-h100-x1; the corpus wheels carried in `.whl`), from the repository root:
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FLA_CACHE_RESULTS=0 TOKENIZERS_PARALLELISM=false
+    python3 benchmarks/corpus/check_advice_gpu.py device --budget 560 --measure-jobs 4   # about 9 minutes
+
+then copy $OUT's advice_gpu_* into data/ and run `analyze`. A run cut by its budget says which
+`suggest --measure 4` runs it did not start ("not run (device deadline)"); a second call with
+`--only POSITIONS --plain-from data/advice_gpu_suggest.jsonl` runs those launches again (their
+suggestions without measurement taken from the first part), and its files, saved as
+advice_gpu_suggest_part2.jsonl and advice_gpu_timings_part2.csv, replace those launches in `analyze`.
+
 `plan` takes launches spread over the four libraries and their kernels, preferring a kernel whose
 config space (its autotune list in the extras, or for a kernel without one the product's own space
 around its config) has >= 3 configs; kernels whose variants the replay cannot run are left out, each
@@ -521,8 +533,10 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
             runs.setdefault(r["launch_id"], {})[r["measure"]] = r
         with open(folder / f"advice_gpu_timings{tag}.csv", newline="") as f:
             rows = list(csv.DictReader(f))
-        again = {r["launch_id"] for r in rows}
-        timings = [r for r in timings if r["launch_id"] not in again] + rows
+        # a launch whose configs the later part could not plan (only its own config timed there) keeps
+        # the earlier part's timings, which its measure-4 choice is then looked up in
+        again = {r["launch_id"] for r in rows if "space" in r["roles"].split("+")}
+        timings = [r for r in timings if r["launch_id"] not in again] + [r for r in rows if r["launch_id"] in again]
     outcomes = []
     for lid, pair in runs.items():
         if 0 in pair and MEASURE in pair:
@@ -582,7 +596,7 @@ def main() -> None:
     parser.add_argument("--only", help="positions in the plan, e.g. 3,9,18 (a trial)")
     parser.add_argument("--ids", default="")
     parser.add_argument("--suggest-jobs", type=int, default=5)
-    parser.add_argument("--measure-jobs", type=int, default=2)
+    parser.add_argument("--measure-jobs", type=int, default=3)
     parser.add_argument("--warm-jobs", type=int, default=3)
     parser.add_argument("--budget", type=float, default=420.0, help="seconds for the whole device step")
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds of timing")
