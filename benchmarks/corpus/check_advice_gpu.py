@@ -39,6 +39,10 @@ Writes advice_gpu_suggest.jsonl, advice_gpu_timings.csv and advice_gpu_env.json 
 
 `analyze` joins them: per launch, the suggestion's and measure-4 choice's time against the own config
 and against the best of the measured space; per library shares; every failure of the product.
+
+One file past the ~400-line guide: its three steps share the plan's launches and the variant records
+(one JSON shape written by the device step and read by the timing process and the analysis); each step
+is its own section below.
 """
 
 from __future__ import annotations
