@@ -154,3 +154,24 @@ def test_the_shipped_tuned_files_are_not_flagged_by_unmeasured_predictions():
         assert a.basis == "measured" or beyond_error(a), (a.subject.label, a.why)
         assert not a.gains(1.0) or beyond_error(a), (a.subject.label, a.why)
     assert sum(a.basis == "measured" for a in advices) >= 1
+
+
+def test_a_config_that_measures_wrong_is_left_out_not_the_command():
+    """Issue 15 (GemLite's gemv on the GPU): one finalist that did not reproduce the current config's result
+    ended `suggest --measure` with an error; it is left out, with a note, and the others are timed."""
+    from advisor.measure.timing import MeasurementError
+
+    measured = {TUNED: 470.0, THIRD: 450.0}
+
+    class Timed(Scripted):
+        def measurer(self):
+            def run(config):
+                if config not in measured:
+                    raise MeasurementError(f"scripted {config.label()}: c_ptr differs from the reference")
+                return measured[config]
+            return run
+
+    (a,) = advise([Timed(BEYOND, TUNED, None)], top_k=3, confirm=False, measure=3)
+    assert [c.config for c in a.ranked] == [THIRD, TUNED] and a.measured == 2 and a.basis == "measured"
+    assert any("c_ptr differs" in n and "left out" in n for n in a.notes)
+    assert sum(a.pruned.values()) == 1

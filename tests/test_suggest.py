@@ -271,3 +271,56 @@ def test_a_recorded_trace_of_shipped_kernels_is_advised_with_their_exact_model(t
     assert [d["launch"] for d in launches] == ["gemm M,N,K=64,96,128", "softmax ROWS,COLS=32,300"]
     assert launches[0]["current"]["config"]["BLOCK_M"] and launches[1]["current"]["config"]["ROWS_PER_PROGRAM"]
     assert launches[0]["considered"] > 100  # the module's whole CONFIG_SPACE, not a compile-budget sample
+
+
+def test_an_autotune_list_that_tunes_some_parameters_keeps_the_others_as_launched(capsys, tmp_path):
+    """Issue 15 (FLA's l2norm): the recorder files a constexpr the host passes (BLOCK_K here) under the config
+    with the tuned ones, and an autotune list without it had every config pruned as 'sets other
+    parameters'; the list's configs keep the launched value, and apply writes them without it."""
+    src = (FIXTURES / "matmul_kernel.py").read_text()
+    listed = ("@triton.autotune(\n"
+              "    configs=[\n"
+              "        triton.Config({'BLOCK_M': 128, 'BLOCK_N': 128, 'GROUP_M': 8}, num_warps=8, num_stages=3),\n"
+              "        triton.Config({'BLOCK_M': 64, 'BLOCK_N': 64, 'GROUP_M': 8}, num_warps=4, num_stages=2),\n"
+              "    ],\n"
+              "    key=['M', 'N', 'K'],\n"
+              ")\n@triton.jit\n")
+    kernel = tmp_path / "matmul_kernel.py"
+    kernel.write_text(src.replace("@triton.jit\n", listed, 1))
+    launch = json.loads((FIXTURES / "matmul_launch.json").read_text())
+    launch["config"] = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 2}
+    launch["grid"] = [32 * 64]
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(launch))
+    code, out, err = run_cli(["suggest", str(kernel), "--trace", str(trace), "--format", "json",
+                              "--min-speedup", "1.0", "--no-confirm"], capsys)
+    assert code in (0, 1), err
+    (d,) = json.loads(out)["launches"]
+    assert d["considered"] == 2 and d["pruned"] == {}
+    assert all(c["config"]["BLOCK_K"] == 32 for c in d["ranked"]) and len(d["ranked"]) == 2
+
+    from advisor.advice.suggest import advise, plan_apply, subjects_for
+
+    (advice,) = advise(subjects_for(str(kernel), trace=str(trace)), confirm=False)
+    advice.ranked = [c for c in advice.ranked if c.config["BLOCK_M"] == 128] or advice.ranked
+    assert advice.best.config["BLOCK_K"] == 32 and advice.best.config != advice.current.config
+    # The list has that config (without BLOCK_K): nothing to add; with BLOCK_K it would be added as a new one.
+    (edit,) = plan_apply([advice], min_speedup=0.0)
+    assert not edit.changed
+
+
+def test_the_grid_follows_a_tile_whose_size_is_a_constexpr():
+    """Issue 15 (GemLite's gemv, N and K passed as constexprs): the grid kept 3584 CTAs for BLOCK_SIZE_N 1
+    instead of 14336, so that config was predicted (3.5x) and timed at a quarter of its work."""
+    from advisor.advice.launch_rule import launch_rule
+    from advisor.capture.trace import read_trace
+
+    launch = read_trace(FIXTURES / "matmul_launch.json").launches[0]
+    scalars = dict(launch.scalars)
+    sizes = {"N": scalars.pop("N"), "K": scalars.pop("K")}
+    as_constexprs = Launch(launch.source, launch.kernel, launch.grid, launch.tensors, tuple(scalars.items()),
+                           tuple(sizes.items()), launch.config)
+    rule = launch_rule(as_constexprs)
+    assert rule.grid(launch.config) == (512,)
+    assert rule.grid(launch.config.replace(BLOCK_N=64)) == (1024,)
+    assert rule.grid(launch.config.replace(BLOCK_M=64, BLOCK_N=256)) == (512,)

@@ -73,10 +73,15 @@ def _int_scalars(launch: Launch) -> dict[str, int]:
     return {k: v for k, v in launch.scalars if isinstance(v, int) and not isinstance(v, bool) and v > 0}
 
 
+def _int_constexprs(launch: Launch) -> dict[str, int]:
+    return {k: v for k, v in launch.constexprs if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+
+
 def named_tiles(launch: Launch, spellings: Sequence[str] = SIZE_SPELLINGS) -> list[tuple[str, int]]:
     """(tile parameter, size it tiles) pairs: BLOCK_X / BLOCK_SIZE_X / TILE_X of the config matched, case
-    ignored, to a positive integer argument of the launch spelled as one of `spellings` of X."""
-    lower = {k.lower(): v for k, v in _int_scalars(launch).items()}
+    ignored, to a positive integer argument of the launch spelled as one of `spellings` of X, a runtime
+    one or a constexpr (GemLite passes N and K as constexprs: its grid follows BLOCK_SIZE_N all the same)."""
+    lower = {k.lower(): v for k, v in {**_int_constexprs(launch), **_int_scalars(launch)}.items()}
     out = []
     for name, value in launch.config.params.items():
         m = TILE_PARAM.match(name)

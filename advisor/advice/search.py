@@ -317,10 +317,20 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         current.notes = notes + current.notes
     advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run)
     if measure:
+        from advisor.measure.timing import MeasurementError
+
         run = subject.measurer()
         current.measured_us = None if cannot_run else run(current.config)
+        timed = []
         for cand in finalists:
-            cand.measured_us = current.measured_us if cand.config == current.config else run(cand.config)
+            try:
+                cand.measured_us = current.measured_us if cand.config == current.config else run(cand.config)
+            except MeasurementError as exc:  # a wrong result or a failed launch: that config, not the command
+                pruned["did not reproduce the current config's result, or failed, when measured"] += 1
+                advice.notes.append(f"{exc} (left out of the measured configs)")
+                continue
+            timed.append(cand)
+        finalists[:] = timed  # the advice's ranked list
         advice.measured = 1 + sum(1 for c in finalists if c.config != current.config)
         record_timings(subject, [(c, c.measured_us) for c in [current, *finalists]])
         finalists.sort(key=lambda c: c.measured_us if c.measured_us is not None else math.inf)

@@ -223,7 +223,13 @@ class LaunchSubject(Subject):
         self.current = launch.config
         self.rule = launch_rule(launch)
         self.grid = grid or self.rule.grid
-        self._space = list(space) if space is not None else None
+        # Launched constexprs an autotune list does not set (the host passes them: BD = next_power_of_2(D)),
+        # which the recorder files under the config with the tuned ones: every config of the space keeps
+        # their launched values, or none of it would set the launch's parameters.
+        self.host_params = host_params(space or [], self.current)
+        self._space = ([Config({k: c.params.get(k, v) for k, v in self.current.params.items()}, c.num_warps,
+                               c.num_stages) if self.host_params else c for c in space]
+                       if space is not None else None)
         self.label = label or (f"{launch.kernel} grid={list(launch.grid)} "
                                + " ".join(f"{t.name}{list(t.shape)}" for t in launch.tensors[:3]))
         self.location = location or Location(launch.source, _def_line(launch.source, launch.kernel), "kernel")
@@ -339,6 +345,25 @@ class LaunchSubject(Subject):
         from advisor.measure.launch_run import launch_measurer
 
         return launch_measurer(self.fn, self.launch, lambda c: self.launch_for(c).grid, self.label)
+
+
+def host_params(space: Sequence[Config], current: Config) -> dict:
+    """The launch's meta-parameters that no config of `space` sets, with their launched values, when every
+    config sets only parameters the launch has (else none: such a space is another kernel's, and the
+    precheck says so)."""
+    launched = current.params
+    if not space or any(not set(c.params) <= set(launched) for c in space):
+        return {}
+    tuned = {name for c in space for name in c.params}
+    return {name: value for name, value in launched.items() if name not in tuned}
+
+
+def tuned_config(subject: Subject, config: Config) -> Config:
+    """`config` as an autotune list writes it: without the parameters the host passes (`host_params`)."""
+    fixed = getattr(subject, "host_params", None) or {}
+    if not fixed:
+        return config
+    return Config({k: v for k, v in config.params.items() if k not in fixed}, config.num_warps, config.num_stages)
 
 
 def _def_line(source: str, kernel: str) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from advisor.advice import moe
 from advisor.advice.search import Advice, Subject, search
-from advisor.advice.subjects import FamilySubject, LaunchSubject, declared_space
+from advisor.advice.subjects import FamilySubject, LaunchSubject, declared_space, tuned_config
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, resolve_gpu
 from kernels.family import family_of_file, family_of_launch
@@ -183,9 +183,9 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
         if moe.gemm_parts(s) or not a.gains(min_speedup):
             continue
         if loc and loc.what == "autotune configs":
-            autotune.setdefault((Path(loc.path), s.kernel), []).append(a.best.config)
+            autotune.setdefault((Path(loc.path), s.kernel), []).append(tuned_config(s, a.best.config))
         elif loc and loc.what.startswith("autotune configs built by code"):
-            built.setdefault((Path(loc.path), s.kernel), []).append(a.best.config)
+            built.setdefault((Path(loc.path), s.kernel), []).append(tuned_config(s, a.best.config))
         else:
             where = f"{loc.path}:{loc.line}" if loc else s.label
             raise AdvisorError(f"{s.label}: its config is chosen by code ({where}), not read from a config file or an "

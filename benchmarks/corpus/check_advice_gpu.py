@@ -1,0 +1,623 @@
+"""`advisor suggest` on held-out corpus launches, checked on the GPU (issue 15, "Done when" point 3).
+
+Three steps, the middle one in one device call:
+
+    python benchmarks/corpus/check_advice_gpu.py plan              # CPU: pick launches -> data/advice_gpu_plan.json
+    python benchmarks/corpus/check_advice_gpu.py device [--only N] # GPU: suggest, suggest --measure 4, time
+    python benchmarks/corpus/check_advice_gpu.py analyze           # CPU: -> data/advice_gpu.csv, *_summary.json
+
+On the device machine (nvidia-h100-x1; the corpus wheels carried in `.whl`), from the repository root:
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FLA_CACHE_RESULTS=0 TOKENIZERS_PARALLELISM=false
+    python3 benchmarks/corpus/check_advice_gpu.py device --budget 560 --measure-jobs 4   # about 9 minutes
+
+then copy $OUT's advice_gpu_* into data/ and run `analyze`. A run cut by its budget says which
+`suggest --measure 4` runs it did not start ("not run (device deadline)"); a second call with
+`--only POSITIONS --plain-from data/advice_gpu_suggest.jsonl` runs those launches again (their
+suggestions without measurement taken from the first part), and its files, saved as
+advice_gpu_suggest_part2.jsonl and advice_gpu_timings_part2.csv, replace those launches in `analyze`.
+
+`plan` takes launches spread over the four libraries and their kernels, preferring a kernel whose
+config space (its autotune list in the extras, or for a kernel without one the product's own space
+around its config) has >= 3 configs; kernels whose variants the replay cannot run are left out, each
+with the reason (README "Known limits of the replay").
+
+`device` (on the GPU machine, wheels in /tmp/site as device.sh installs them, so that the traces'
+kernel files resolve), for each planned launch written alone as a one-launch trace:
+  1. `python -m advisor.cli suggest TRACE --format json` (no measurement) and
+     `... --measure 4`, as a user runs them; each run gets its own empty advisor cache
+     (TRITON_ADVISOR_CACHE), so that no launch's timings correct the model for another;
+  2. the configs to time: the launch's own, both suggestions, and its measured space: the autotune list
+     with the grid and constexprs the library's host code gives each config (captured, `replay.py`), or
+     for a kernel without one the space `suggest` searched (`LaunchSubject.space()`, its grids and
+     scalars from the product's launch rule), at most SPACE_CAP; compiled ahead in parallel workers;
+  3. one timing process: per launch, inputs made once (replay.make_tensors), the own config first (the
+     reference outputs), each other config checked against it (measure.compare, rel. error 5e-2) and
+     timed (measure.time_one: median of 20 CUDA-graph replays), then the own config again (the noise).
+Writes advice_gpu_suggest.jsonl, advice_gpu_timings.csv and advice_gpu_env.json to $OUT (else data/).
+
+`analyze` joins them: per launch, the suggestion's and measure-4 choice's time against the own config
+and against the best of the measured space; per library shares; every failure of the product.
+
+One file past the ~400-line guide: its three steps share the plan's launches and the variant records
+(one JSON shape written by the device step and read by the timing process and the analysis); each step
+is its own section below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from itertools import zip_longest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path[:0] = [str(HERE), str(ROOT)]
+
+from replay import DATA, LIBRARIES, Case, Variant, _grid3, load_cases  # noqa: E402
+
+PLAN = DATA / "advice_gpu_plan.json"
+SPACE_CAP = 24            # configs of a launch's space timed at most (the own and suggested ones come on top)
+MEASURE = 4
+TIMING_RESERVE = 90.0  # seconds of the device step kept for the timing process (36 launches: ~50 s)
+PER_LIBRARY = {"liger": 9, "flaggems": 9, "fla": 10, "gemlite": 8}
+# Kernels whose config variants the replay cannot run as the library would (README, "Known limits"):
+SKIP = {("flaggems", "mm_kernel_general_host_tma"): "host TMA descriptors carry the recorded block shape",
+        ("flaggems", "_attn_bwd"): "a variant ended the timing process (illegal memory access)",
+        ("liger", "_dyt_bwd_kernel"): "host scratch sized by the config",
+        ("gemlite", "gemm_splitK_INT_kernel"): "split-K output zeroed by a config pre-hook the replay does not run",
+        ("gemlite", "gemm_splitK_MX_kernel"): "split-K output zeroed by a config pre-hook the replay does not run"}
+
+
+def out_dir() -> Path:
+    return Path(os.environ["OUT"]) if os.environ.get("OUT") else DATA
+
+
+# ----------------------------------------------------------------------------------------------- plan
+def plan() -> None:
+    """Launches for the check: per library, one launch per kernel (the one the corpus timed variants of),
+    kernels with an autotune list of >= 3 configs first, then the others, up to PER_LIBRARY; GemLite has
+    11 kernels, so a second launch (another batch size) of its autotuned kernels fills it."""
+    chosen, skipped = [], []
+    for lib in LIBRARIES:
+        first: dict[str, Case] = {}
+        second: dict[str, Case] = {}
+        for case in load_cases(lib):
+            if (lib, case.kernel) in SKIP:
+                continue
+            if case.kernel not in first:
+                first[case.kernel] = case
+            elif case.kernel not in second and case.entry["grid"] != first[case.kernel].entry["grid"]:
+                second[case.kernel] = case
+        listed = lambda c: len(c.extras.get("variants") or [])  # noqa: E731
+        order = sorted(first.values(), key=lambda c: (listed(c) < 3, c.index))
+        order += sorted((c for c in second.values() if listed(c) >= 3), key=lambda c: c.index)
+        for case in order[:PER_LIBRARY[lib]]:
+            chosen.append({"library": lib, "index": case.index, "launch_id": case.id, "kernel": case.kernel,
+                           "autotune_configs": listed(case)})
+    skipped = [{"library": lib, "kernel": k, "why": why} for (lib, k), why in SKIP.items()]
+    PLAN.write_text(json.dumps({"launches": chosen, "skipped": skipped, "space_cap": SPACE_CAP}, indent=1) + "\n")
+    by_lib = {lib: sum(1 for c in chosen if c["library"] == lib) for lib in LIBRARIES}
+    print(f"{len(chosen)} launches, {len({(c['library'], c['kernel']) for c in chosen})} kernels: {by_lib}; "
+          f"{sum(c['autotune_configs'] >= 3 for c in chosen)} with an autotune list of >= 3 -> {PLAN}")
+
+
+def planned(only: str | None = None) -> list[Case]:
+    """The planned launches; `only`: some of them by position in the plan ("3,9,18", a trial)."""
+    cases = {lib: load_cases(lib) for lib in LIBRARIES}
+    out = [cases[p["library"]][p["index"]] for p in json.loads(PLAN.read_text())["launches"]]
+    return [out[int(i)] for i in only.split(",")] if only else out
+
+
+def one_launch_trace(case: Case, folder: Path) -> Path:
+    trace = json.loads((DATA / "traces" / f"{case.library}.json").read_text())
+    trace["launches"] = [case.entry]
+    path = folder / f"{case.library}-{case.id}.json"
+    path.write_text(json.dumps(trace))
+    return path
+
+
+# ------------------------------------------------------------------------------------------ suggest
+def run_suggest(case: Case, trace: Path, measure: int, work: Path, workers: int) -> dict:
+    """`advisor suggest` as a user runs it on the launch's trace; its JSON, exit code and stderr."""
+    cache = work / f"cache-{case.id}-m{measure}"
+    env = dict(os.environ, TRITON_ADVISOR_CACHE=str(cache), TRITON_ADVISOR_WORKERS=str(workers))
+    command = [sys.executable, "-m", "advisor.cli", "suggest", str(trace), "--format", "json"]
+    if measure:
+        command += ["--measure", str(measure)]
+    t0 = time.time()
+    try:
+        p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, out, err = "timeout", exc.stdout or "", str(exc.stderr or "")[-2000:]
+    row = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
+           "measure": measure, "rc": rc, "wall_s": round(time.time() - t0, 1), "stderr": err.strip()[-1500:]}
+    try:
+        (d,) = json.loads(out)["launches"]
+        keep = ("current", "best", "speedup", "why", "considered", "pruned", "measured", "basis", "caveats",
+                "notes", "cannot_run")
+        row.update({k: d.get(k) for k in keep})
+        row["ranked"] = [{"config": c["config"], "predicted_us": c["predicted_us"], "measured_us": c["measured_us"]}
+                         for c in d.get("ranked", [])]
+    except (ValueError, TypeError, KeyError) as exc:
+        row["parse_error"] = f"{type(exc).__name__}: {out[:300]}"
+    return row
+
+
+# ------------------------------------------------------------------------------------------ variants
+def variant_list(case: Case, trace: Path, suggestions: list[dict]) -> tuple[list[tuple[Variant, list[str]]], str]:
+    """(variant, roles) to time for a launch, the own config first; and where its space came from."""
+    from advisor.advice.subjects import LaunchSubject
+    from advisor.advice.suggest import trace_subjects
+    from ceilings.launch import Config
+
+    listed = case.variants(limit=10_000)
+    subject = trace_subjects(trace)[0]
+    if len(case.extras.get("variants") or []) > 1:
+        space, source = listed, "autotune list (host grids)"
+    else:
+        space, source = [from_rule(subject, c) for c in subject.space()], "suggest's space (product's launch rule)"
+    own = listed[0]
+    picked: dict[str, tuple[Variant, list[str]]] = {own.label: (own, ["own"])}
+    for s in suggestions:  # the suggested configs: the space's variant when it has one, else the product's rule
+        cfg = s.get("best", {}).get("config") if s.get("best") else None
+        if cfg is None:
+            continue
+        role = "measure4" if s["measure"] else "suggested"
+        # the library's heuristics add constexprs to a config (GemLite's EVEN_K): a variant that sets every
+        # value of the suggested config is that config, launched as the host launches it
+        match = next((v for v in [own, *space] if same_config(cfg, v.config)), None)
+        if match is None and isinstance(subject, LaunchSubject):
+            match = from_rule(subject, Config.from_dict(cfg))
+            match.extra = {**match.extra, "from_rule": True}
+        if match is not None:
+            picked.setdefault(match.label, (match, []))[1].append(role)
+    for v in space:
+        if len([1 for _, roles in picked.values() if "space" in roles]) >= SPACE_CAP:
+            break
+        picked.setdefault(v.label, (v, []))[1].append("space")
+    return list(picked.values()), source
+
+
+def same_config(suggested: dict, launched: dict) -> bool:
+    """Whether a launched config is the suggested one: the same value for each of its keys, and for the
+    launched config's others only constexprs a heuristic sets beside the tuned ones (not in the suggestion)."""
+    return all(k in launched and launched[k] == v for k, v in suggested.items())
+
+
+def from_rule(subject, config) -> Variant:
+    """A config of the product's space as a replay variant: grid and scalars from its launch rule."""
+    launch = subject.launch_for(config)
+    cfg = config.to_dict()
+    consts = {k: v for k, v in dict(launch.constexprs).items() if k not in cfg}
+    return Variant(cfg, _grid3(launch.grid), consts, extra={"scalars": dict(launch.scalars)})
+
+
+def variants_json(case: Case, trace: Path, suggestions: list[dict]) -> dict:
+    try:
+        items, source = variant_list(case, trace, suggestions)
+    except Exception as exc:  # noqa: BLE001 - recorded, the launch is then timed on its own config only
+        own = case.recorded_variant()
+        return {"source": f"error: {type(exc).__name__}: {str(exc)[:200]}",
+                "variants": [{"config": own.config, "grid": own.grid, "constexprs": own.constexprs, "extra": {},
+                              "recorded": True, "roles": ["own"]}]}
+    return {"source": source, "variants": [{"config": v.config, "grid": v.grid, "constexprs": v.constexprs,
+                                            "extra": v.extra, "recorded": v.recorded, "roles": roles}
+                                           for v, roles in items]}
+
+
+def _variant(d: dict) -> Variant:
+    return Variant(d["config"], d["grid"], d["constexprs"], d["recorded"], dict(d["extra"]))
+
+
+def _case_for(case: Case, v: Variant) -> tuple[Case, Variant]:
+    """The case and variant as replay.runner takes them: scalars from the product's rule where it set them."""
+    extra = {k: x for k, x in v.extra.items() if k in ("num_ctas", "maxnreg")}
+    scalars = v.extra.get("scalars")
+    entry = {**case.entry, "scalars": scalars} if scalars is not None else case.entry
+    return Case(case.library, case.index, entry, case.extras), Variant(v.config, v.grid, v.constexprs, v.recorded,
+                                                                       extra)
+
+
+def warm_worker(cases: list[Case], folder: Path) -> None:
+    """Compile every variant of the given launches into Triton's cache (as measure.compile_worker does)."""
+    import torch
+    from replay import arguments, kernel_function, make_tensors
+
+    for case in cases:
+        path = folder / f"{case.library}-{case.id}.variants.json"
+        for d in json.loads(path.read_text())["variants"]:
+            try:
+                c, v = _case_for(case, _variant(d))
+                fn = kernel_function(c)
+                tensors = {}
+                for t in c.entry.get("tensors", []):
+                    if t.get("block_shape") is not None:
+                        tensors.update(make_tensors(Case(c.library, c.index, {"tensors": [t]}, {})))
+                    else:
+                        tensors[t["name"]] = torch.empty(16, dtype=getattr(torch, t["dtype"]), device="cuda")
+                fn.warmup(grid=tuple(v.grid), **arguments(fn, c, v, tensors))
+            except Exception as exc:  # noqa: BLE001 - the timing process records it
+                print(f"warm fail {case.kernel} {json.dumps(d['config'])}: {type(exc).__name__}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------ timing
+TIMING_COLUMNS = ["library", "launch_id", "index", "kernel", "config", "roles", "from_rule", "grid", "status", "us",
+                  "min_us", "max_us", "launches_per_sample", "replays", "rel_err", "int_mismatch", "note"]
+
+
+def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, tol: float = 5e-2) -> None:
+    import torch
+    from measure import _base, compare, time_one
+    from replay import kernel_function, make_tensors, runner
+
+    for case in cases:
+        if time.time() > deadline:
+            print(f"timing: deadline reached before {case.kernel}", flush=True)
+            return
+        (folder / "inflight").write_text(case.id)
+        spec = json.loads((folder / f"{case.library}-{case.id}.variants.json").read_text())
+        items = [(_variant(d), d["roles"]) for d in spec["variants"]]
+        items.append((items[0][0], ["own-repeat"]))
+        row0 = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel}
+        try:
+            fn = kernel_function(case)
+            pristine, work = make_tensors(case), make_tensors(case)
+        except Exception as exc:  # noqa: BLE001
+            writer.writerow({**row0, "config": items[0][0].label, "roles": "own", "status": "error",
+                             "note": f"setup: {type(exc).__name__}: {str(exc)[:200]}"})
+            continue
+        reference: dict = {}
+        for v, roles in items:
+            row = {**row0, "config": v.label, "roles": "+".join(roles), "grid": v.grid,
+                   "from_rule": int(bool(v.extra.get("from_rule")))}
+            try:
+                for name, t in pristine.items():
+                    _base(work[name]).untyped_storage().copy_(_base(t).untyped_storage())
+                c, rv = _case_for(case, v)
+                go = runner(fn, c, rv, work)
+                go()
+                torch.cuda.synchronize()
+                if not reference:
+                    reference = {name: _base(t).clone() for name, t in work.items()}
+                    ok, err, mismatch = True, 0.0, 0.0
+                else:
+                    ok, err, mismatch = compare(work, reference, tol)
+                row.update(rel_err=f"{err:.3g}", int_mismatch=f"{mismatch:.3g}")
+                row.update(time_one(go), status="ok") if ok else row.update(status="wrong")
+            except Exception as exc:  # noqa: BLE001
+                first = str(exc).splitlines()[0][:200] if str(exc) else ""
+                row.update(status="error", note=f"{type(exc).__name__}: {first}")
+                torch.cuda.synchronize()
+            writer.writerow(row)
+            fh.flush()
+            if not reference:  # the own config did not run: nothing to check the others against
+                break
+        del pristine, work, reference
+        torch.cuda.empty_cache()
+        (folder / "inflight").unlink()
+
+
+def timing_process(only: str | None, folder: Path, deadline: float) -> None:
+    """Step 3 in its own process: the variants with both suggestions, then every launch timed."""
+    cases = interleaved(planned(only))
+    rows = {}
+    for line in (out_dir() / "advice_gpu_suggest.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        rows.setdefault(r["launch_id"], []).append(r)
+    path = out_dir() / "advice_gpu_timings.csv"
+    done = set()
+    if path.exists():  # a timing process died: go on after the launches it finished
+        with open(path, newline="") as f:
+            done = {r["launch_id"] for r in csv.DictReader(f)}
+    new = not path.exists()
+    with open(path, "a", newline="") as fh:
+        writer = csv.DictWriter(fh, TIMING_COLUMNS)
+        if new:
+            writer.writeheader()
+        crashed = folder / "inflight"
+        if crashed.exists():
+            case = next(c for c in cases if c.id == crashed.read_text())
+            writer.writerow({"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
+                             "roles": "own", "status": "crashed", "note": "the timing process died during this launch"})
+            done.add(case.id)
+            crashed.unlink()
+        todo = [c for c in cases if c.id not in done]
+        for case in todo:  # the measure-4 choice joins the variants the warm workers compiled
+            spec_path = folder / f"{case.library}-{case.id}.variants.json"
+            spec = json.loads(spec_path.read_text()) if spec_path.exists() else None
+            m4 = [r for r in rows.get(case.id, []) if r["measure"] and r.get("best")]
+            found = spec and all(any(v["config"] == r["best"]["config"] for v in spec["variants"]) for r in m4)
+            if found:
+                for r in m4:
+                    next(v for v in spec["variants"] if v["config"] == r["best"]["config"])["roles"].append("measure4")
+            else:
+                spec = variants_json(case, folder / f"{case.library}-{case.id}.json", rows.get(case.id, []))
+            spec_path.write_text(json.dumps(spec))
+        time_launches(todo, folder, writer, fh, deadline)
+    sources = {c.id: json.loads((folder / f"{c.library}-{c.id}.variants.json").read_text())["source"] for c in cases}
+    (out_dir() / "advice_gpu_spaces.json").write_text(json.dumps(sources, indent=1))
+
+
+# ------------------------------------------------------------------------------------------ device
+def environment() -> dict:
+    import datetime
+    import importlib.metadata as md
+
+    import torch
+    import triton
+
+    def version(name):
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            return None
+
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "python": sys.version.split()[0],
+            "packages": {n: version(n) for n in ("liger-kernel", "flag-gems", "fla-core", "gemlite", "xgboost")}}
+
+
+def interleaved(cases: list[Case]) -> list[Case]:
+    """The libraries in turn, so that a deadline cuts launches of every library alike."""
+    by_lib = [[c for c in cases if c.library == lib] for lib in LIBRARIES]
+    return [c for group in zip_longest(*by_lib) for c in group if c is not None]
+
+
+def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: int, budget: float,
+           plain_from: str | None = None) -> None:
+    """Step 1 and 2 overlapped: each launch's `suggest` (no measurement), then its `suggest --measure 4`
+    (at most `measure_jobs` at once: they time on the GPU) and the compiles of its variants (CPU); then the
+    timing process alone on the GPU, with what is left of `budget` seconds."""
+    start = time.time()
+    folder = Path(os.environ.get("ADVICE_WORK", "/tmp/advice_gpu"))
+    folder.mkdir(parents=True, exist_ok=True)
+    out_dir().mkdir(parents=True, exist_ok=True)
+    (out_dir() / "advice_gpu_env.json").write_text(json.dumps(environment(), indent=1) + "\n")
+    cases = interleaved(planned(only))
+    traces = {c.id: one_launch_trace(c, folder) for c in cases}
+    log = out_dir() / "advice_gpu_suggest.jsonl"
+    log.write_text("")
+    (out_dir() / "advice_gpu_timings.csv").unlink(missing_ok=True)  # a fresh run: no launch resumed
+    (folder / "inflight").unlink(missing_ok=True)
+    lock = threading.Lock()
+    measure_until = start + budget - TIMING_RESERVE
+
+    def stamp(what):
+        print(f"[{time.time() - start:6.0f} s] {what}", flush=True)
+
+    def keep(row):
+        with lock, open(log, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        stamp(f"{row['kernel']} suggest{' --measure 4' if row['measure'] else ''}: exit {row['rc']} "
+              f"({row['wall_s']} s) -> {(row.get('best') or {}).get('label')}")
+
+    plain_rows = {}
+    if plain_from:  # a later part of a run: the suggestions without measurement come from the first part
+        for line in Path(plain_from).read_text().splitlines():
+            r = json.loads(line)
+            if r["measure"] == 0:
+                plain_rows[r["launch_id"]] = r
+
+    def measured(case):
+        if time.time() > measure_until:
+            row = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
+                   "measure": MEASURE, "rc": "not run (device deadline)", "wall_s": 0, "stderr": ""}
+        else:
+            row = run_suggest(case, traces[case.id], MEASURE, folder, 2)
+        keep(row)
+
+    def warmed(case):
+        subprocess.run([sys.executable, __file__, "warm", "--ids", case.id], cwd=ROOT, capture_output=True)
+
+    with ThreadPoolExecutor(measure_jobs) as measure_pool, ThreadPoolExecutor(warm_jobs) as warm_pool:
+        def plain(case):
+            row = plain_rows.get(case.id) or run_suggest(case, traces[case.id], 0, folder, 3)
+            keep(row)
+            spec = variants_json(case, traces[case.id], [row])
+            (folder / f"{case.library}-{case.id}.variants.json").write_text(json.dumps(spec))
+            return measure_pool.submit(measured, case), warm_pool.submit(warmed, case)
+
+        with ThreadPoolExecutor(suggest_jobs) as pool:
+            futures = [f for pair in pool.map(plain, cases) for f in pair]
+        stamp("suggest (no measurement) done for every launch")
+        for f in futures:
+            f.result()
+    stamp("suggest --measure 4 and the compiles done")
+    for _attempt in range(4):  # a launch that kills the process is recorded as crashed; the others go on
+        left = budget - (time.time() - start)
+        if left < 20:
+            break
+        done = subprocess.run([sys.executable, __file__, "time", *(["--only", only] if only else []),
+                               "--deadline", str(left - 10)], cwd=ROOT)
+        stamp(f"timing process exit {done.returncode}")
+        if done.returncode == 0:
+            break
+    analyze(out_dir())
+
+
+def warm(ids: list[str]) -> None:
+    folder = Path(os.environ.get("ADVICE_WORK", "/tmp/advice_gpu"))
+    warm_worker([c for c in planned() if c.id in ids], folder)
+
+
+# ------------------------------------------------------------------------------------------ analyze
+def _label(config: dict | None) -> str | None:
+    return None if config is None else json.dumps(config, sort_keys=True)
+
+
+def _close_call(r: dict) -> bool:
+    return any("within the model's error" in n for n in (r.get("notes") or []))
+
+
+def launch_outcome(plain: dict, timed: dict, rows: list[dict]) -> dict:
+    """One launch: what suggest said, and the measured times of its choices against the own and best config.
+
+    Three choices: `suggested` is the config `suggest` names best without measurement; `followed` is what
+    a user following its words runs: the own config where it says the gain is within the model's error
+    and recommends --measure (a close call), else the suggested one; `measure4` is `suggest --measure 4`'s."""
+    own = next((r for r in rows if r["roles"].split("+")[0] == "own"), None)
+    repeat = next((r for r in rows if r["roles"] == "own-repeat"), None)
+    ok = {r["config"]: float(r["us"]) for r in rows if r["status"] == "ok" and r["roles"] != "own-repeat"}
+    out = {k: plain[k] for k in ("library", "launch_id", "index", "kernel")}
+    out["own_config"] = own["config"] if own else None
+    out["own_us"] = ok.get(own["config"]) if own else None
+    out["own_repeat_us"] = float(repeat["us"]) if repeat and repeat["status"] == "ok" else None
+    out["space_timed"] = sum(1 for r in rows if "space" in r["roles"].split("+") and r["status"] == "ok")
+    out["space_wrong_or_error"] = sum(1 for r in rows if "space" in r["roles"].split("+") and r["status"] != "ok")
+    out["best_us"] = min(ok.values()) if ok else None
+    out["best_config"] = min(ok, key=ok.get) if ok else None
+    out["close_call"] = int(_close_call(plain))
+
+    def measured(label: str) -> tuple[float | None, str | None]:
+        if out["own_us"] is None:
+            return None, "the own config did not run in the timing process"
+        if label == out["own_config"]:
+            return out["own_us"], None
+        wanted = json.loads(label)
+        matches = [x for x in rows if x["roles"] != "own-repeat" and x["config"]
+                   and same_config(wanted, json.loads(x["config"]))]
+        # the config as the library's host code launches it (its grid), before the product's launch rule
+        row = min(matches, key=lambda x: (x["from_rule"] == "1", x["status"] != "ok"), default=None)
+        if row is None:
+            return None, "the suggested config was not timed (deadline)"
+        if row["status"] != "ok":
+            return None, f"the suggested config is {row['status']} when run: {row['note'] or row['rel_err']}"
+        return float(row["us"]), None
+
+    failures = []
+    for tag, r in (("suggested", plain), ("followed", plain), ("measure4", timed)):
+        best = (r.get("best") or {}).get("config")
+        label = out["own_config"] if tag == "followed" and out["close_call"] else _label(best)
+        out[f"{tag}_config"] = label
+        out[f"{tag}_changed"] = int(label is not None and label != out["own_config"])
+        if r["rc"] not in (0, 1) or best is None:
+            us, problem = None, (f"suggest{' --measure 4' if r['measure'] else ''} failed (exit {r['rc']}): "
+                                 + (r.get("stderr") or r.get("parse_error") or "")[-300:])
+        else:
+            us, problem = measured(label)
+        out[f"{tag}_us"] = us
+        out[f"{tag}_vs_own"] = None if us is None or not out["own_us"] else round(us / out["own_us"], 4)
+        out[f"{tag}_vs_best"] = None if us is None or not out["best_us"] else round(us / out["best_us"], 4)
+        if problem and (tag != "followed" or not failures or problem not in failures[-1]):
+            failures.append(f"{tag}: {problem}")
+    out["suggest_rc"], out["measure4_rc"] = plain["rc"], timed["rc"]
+    out["speedup_claimed"] = plain.get("speedup")
+    out["why"] = plain.get("why")
+    out["measure4_basis"] = timed.get("basis")
+    out["measure4_timed_by_product"] = timed.get("measured")
+    out["failures"] = " | ".join(failures)
+    return out
+
+
+def _share(values: list[bool]) -> str:
+    return f"{sum(values)}/{len(values)} ({sum(values) / len(values):.0%})" if values else "-"
+
+
+def analyze(folder: Path, write: Path | None = None) -> dict:
+    write = write or folder
+    runs: dict[str, dict] = {}
+    timings: list[dict] = []
+    # a run's first part, then its later parts (_part2, ...: launches it did not finish, run again whole)
+    for part in ["", *sorted(p.stem.split("_")[-1] for p in folder.glob("advice_gpu_timings_part*.csv"))]:
+        tag = f"_{part}" if part else ""
+        for line in (folder / f"advice_gpu_suggest{tag}.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            runs.setdefault(r["launch_id"], {})[r["measure"]] = r
+        with open(folder / f"advice_gpu_timings{tag}.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        # a launch whose configs the later part could not plan (only its own config timed there) keeps
+        # the earlier part's timings, which its measure-4 choice is then looked up in
+        again = {r["launch_id"] for r in rows if "space" in r["roles"].split("+")}
+        timings = [r for r in timings if r["launch_id"] not in again] + [r for r in rows if r["launch_id"] in again]
+    outcomes = []
+    for lid, pair in runs.items():
+        if 0 in pair and MEASURE in pair:
+            outcomes.append(launch_outcome(pair[0], pair[MEASURE], [r for r in timings if r["launch_id"] == lid]))
+    noise = sorted(abs(o["own_repeat_us"] / o["own_us"] - 1) for o in outcomes if o["own_repeat_us"] and o["own_us"])
+    tol = noise[int(0.9 * (len(noise) - 1))] if noise else 0.0
+    with open(write / "advice_gpu.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(outcomes[0]))
+        w.writeheader()
+        w.writerows(outcomes)
+
+    def stats(group: list[dict]) -> dict:
+        f_own = [o["followed_vs_own"] for o in group]
+        f_best = [o["followed_vs_best"] for o in group]
+        s_own = [o["suggested_vs_own"] for o in group]
+        s_best = [o["suggested_vs_best"] for o in group]
+        m_best = [o["measure4_vs_best"] for o in group]
+        return {"launches": len(group), "changed": sum(o["suggested_changed"] for o in group),
+                "close_call": sum(o["close_call"] for o in group),
+                "not_slower_strict": [x is not None and x <= 1.0 for x in f_own],
+                "not_slower_noise": [x is not None and x <= 1.0 + tol for x in f_own],
+                "within_1.05_best": [x is not None and x <= 1.05 for x in f_best],
+                "named_not_slower_noise": [x is not None and x <= 1.0 + tol for x in s_own],
+                "named_within_1.05_best": [x is not None and x <= 1.05 for x in s_best],
+                "measure4_within_1.02_best": [x is not None and x <= 1.02 for x in m_best],
+                "measure4_within_1.05_best": [x is not None and x <= 1.05 for x in m_best]}
+
+    table = {lib: stats([o for o in outcomes if o["library"] == lib]) for lib in LIBRARIES}
+    table["all"] = stats(outcomes)
+    print(f"\nnoise: own config timed twice, |ratio - 1|: median {noise[len(noise) // 2]:.2%}, p90 {tol:.2%} "
+          f"(the 'with noise' tolerance)" if noise else "no repeat timings")
+    print("| library | launches | suggest names another config | of which close calls | followed: not slower than "
+          f"own (1.0x) | (1+{tol:.3f}x) | followed: within 1.05x of best | named config: not slower (1+{tol:.3f}x) | "
+          "named: within 1.05x | measure 4 within 1.02x of best | measure 4 within 1.05x |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    summary = {"noise_p90": tol, "noise": noise, "libraries": {}}
+    for lib, st in table.items():
+        if not st["launches"]:
+            continue
+        print(f"| {lib} | {st['launches']} | {st['changed']} | {st['close_call']} | "
+              f"{_share(st['not_slower_strict'])} | {_share(st['not_slower_noise'])} | "
+              f"{_share(st['within_1.05_best'])} | {_share(st['named_not_slower_noise'])} | "
+              f"{_share(st['named_within_1.05_best'])} | "
+              f"{_share(st['measure4_within_1.02_best'])} | {_share(st['measure4_within_1.05_best'])} |")
+        summary["libraries"][lib] = {k: (sum(v) / len(v) if isinstance(v, list) and v else v) for k, v in st.items()}
+    summary["failures"] = [{"library": o["library"], "kernel": o["kernel"], "launch_id": o["launch_id"],
+                            "what": o["failures"]} for o in outcomes if o["failures"]]
+    for f in summary["failures"]:
+        print(f"FAIL {f['library']} {f['kernel']}: {f['what'][:300]}")
+    (write / "advice_gpu_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=["plan", "device", "warm", "time", "analyze"])
+    parser.add_argument("--only", help="positions in the plan, e.g. 3,9,18 (a trial)")
+    parser.add_argument("--ids", default="")
+    parser.add_argument("--suggest-jobs", type=int, default=5)
+    parser.add_argument("--measure-jobs", type=int, default=3)
+    parser.add_argument("--warm-jobs", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=420.0, help="seconds for the whole device step")
+    parser.add_argument("--deadline", type=float, default=240.0, help="seconds of timing")
+    parser.add_argument("--plain-from", help="a first part's advice_gpu_suggest.jsonl: its suggestions without "
+                        "measurement are used, not run again (a second part for launches the first did not finish)")
+    a = parser.parse_args()
+    if a.step == "plan":
+        plan()
+    elif a.step == "device":
+        device(a.only, a.suggest_jobs, a.measure_jobs, a.warm_jobs, a.budget, a.plain_from)
+    elif a.step == "warm":
+        warm(a.ids.split(","))
+    elif a.step == "time":
+        timing_process(a.only, Path(os.environ.get("ADVICE_WORK", "/tmp/advice_gpu")), time.time() + a.deadline)
+    else:
+        analyze(DATA)
+
+
+if __name__ == "__main__":
+    main()
