@@ -1,0 +1,64 @@
+"""Measuring a traced launch: inputs made from shapes and strides, and the check of a config's outputs
+(advisor.measure.launch_run). The GPU parts are timed elsewhere; the inputs and the check run on the CPU."""
+
+import math
+
+import pytest
+import torch
+
+from advisor.measure import launch_run
+from advisor.measure.timing import MeasurementError
+from ceilings.launch import Config, Launch, TensorArg
+
+
+def _launch(*tensors):
+    return Launch("k.py", "k", (1,), tensors=tuple(tensors), config=Config({"BLOCK": 16}, 4, 2))
+
+
+def test_a_broadcast_input_with_stride_0_is_made_and_restored_through_its_buffer():
+    # A bias broadcast over rows (stride 0) cannot be written through its view: copy_ into it fails.
+    launch = _launch(TensorArg("bias", (64, 128), "float32", (0, 1)), TensorArg("out", (64, 128), "float32", (128, 1)))
+    pristine, buffers = {}, {}
+    launch_run.make_tensors(launch, device="cpu", storage=pristine)
+    work = launch_run.make_tensors(launch, device="cpu", storage=buffers)
+    assert work["bias"].stride() == (0, 1) and buffers["bias"].numel() == 128
+    with pytest.raises(RuntimeError):
+        work["bias"].copy_(torch.ones(64, 128))
+    work["out"].zero_()
+    for name, flat in pristine.items():  # what launch_measurer's restore does
+        buffers[name].copy_(flat)
+    assert torch.equal(work["out"], launch_run.make_tensors(launch, device="cpu")["out"])
+
+
+def test_a_kernel_that_is_not_bit_stable_is_held_to_its_own_spread():
+    gen = torch.Generator().manual_seed(0)
+    ref = {"acc": torch.randn(4096, generator=gen), "idx": torch.arange(10)}
+    again = {"acc": ref["acc"] * (1 + 5e-3 * torch.randn(4096, generator=gen)), "idx": ref["idx"].clone()}
+    noise = launch_run.run_noise(ref, again)
+    assert 1e-3 < noise["acc"] < 1e-2 and noise["idx"] == 0.0
+    # A config as far from the reference as the reference is from itself passes at a 1e-3 tolerance...
+    launch_run.check_outputs(again, ref, noise, 1e-3, "k")
+    # ...a wrong one does not, and neither does a changed integer output the reference repeats exactly.
+    with pytest.raises(MeasurementError, match="acc differs"):
+        launch_run.check_outputs({"acc": -ref["acc"], "idx": ref["idx"]}, ref, noise, 1e-3, "k")
+    with pytest.raises(MeasurementError, match="idx differs"):
+        launch_run.check_outputs({"acc": ref["acc"], "idx": ref["idx"] + 1}, ref, noise, 1e-3, "k")
+
+
+def test_a_bit_stable_output_keeps_the_tolerance_and_overflow_in_the_same_places_is_no_error():
+    ref = {"y": torch.tensor([1.0, 2.0, math.inf, -math.inf, math.nan])}
+    noise = launch_run.run_noise(ref, {"y": ref["y"].clone()})
+    assert noise == {"y": 0.0}
+    launch_run.check_outputs({"y": torch.tensor([1.0, 2.001, math.inf, -math.inf, math.nan])}, ref, noise, 1e-2, "k")
+    with pytest.raises(MeasurementError):
+        launch_run.check_outputs({"y": torch.tensor([1.0, 2.0, 5.0, -math.inf, math.nan])}, ref, noise, 1e-2, "k")
+    with pytest.raises(MeasurementError):
+        launch_run.check_outputs({"y": torch.tensor([1.0, 2.5, math.inf, -math.inf, math.nan])}, ref, noise, 1e-2, "k")
+
+
+def test_an_output_the_reference_does_not_repeat_is_not_checked():
+    ref = {"y": torch.tensor([1.0, math.inf]), "n": torch.tensor([3])}
+    again = {"y": torch.tensor([math.inf, 1.0]), "n": torch.tensor([4])}  # overflow moved; a counter raced
+    noise = launch_run.run_noise(ref, again)
+    assert noise == {"y": math.inf, "n": math.inf}
+    launch_run.check_outputs({"y": torch.tensor([7.0, 8.0]), "n": torch.tensor([9])}, ref, noise, 1e-2, "k")
