@@ -606,6 +606,8 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds of timing")
     parser.add_argument("--plain-from", help="a first part's advice_gpu_suggest.jsonl: its suggestions without "
                         "measurement are used, not run again (a second part for launches the first did not finish)")
+    parser.add_argument("--folder", default=str(DATA), help="analyze: the folder holding one run's advice_gpu_* "
+                        "files (default data/; a later run of the whole plan in its own folder)")
     a = parser.parse_args()
     if a.step == "plan":
         plan()
@@ -616,7 +618,7 @@ def main() -> None:
     elif a.step == "time":
         timing_process(a.only, Path(os.environ.get("ADVICE_WORK", "/tmp/advice_gpu")), time.time() + a.deadline)
     else:
-        analyze(DATA)
+        analyze(Path(a.folder))
 
 
 if __name__ == "__main__":
