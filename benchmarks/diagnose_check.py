@@ -301,6 +301,21 @@ def variant_diagnoses(gpu_name: str, paths: list[Path]) -> dict:
     return out
 
 
+def _spearman(xs: list[float], ys: list[float]) -> float:
+    import numpy as np
+
+    def ranks(v):
+        v = np.asarray(v, dtype=float)
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v))
+        for value in np.unique(v):  # ties share their mean rank
+            r[v == value] = r[v == value].mean()
+        return r.tolist()
+
+    return _pearson(ranks(xs), ranks(ys))
+
+
 def _m_of(cmp) -> int:
     return int(cmp.before.label.split("M=")[1].split()[0])
 
@@ -329,7 +344,7 @@ def variants_main(gpu_names: list[str], min_m: int = 1024) -> int:
                 continue
             print(f"\n== {name}: {before} -> {after}, same config ({len(cmps)} pairs; lines at M >= {min_m}) ==")
             print("shape                       M  config                   saved  removed (capped us) | by estimate"
-                  " | estimate change: " + ", ".join(SHOWN) + " | unexpl.")
+                  " | estimate change: " + ", ".join(SHOWN) + " | unexpl. | L2 est. before")
             big = []
             for c in sorted(cmps, key=lambda c: (c.before.label, c.before.config.label())):
                 est = {x.name: x.removed_estimate_us for x in c.causes}
@@ -339,7 +354,7 @@ def variants_main(gpu_names: list[str], min_m: int = 1024) -> int:
                           f"{r.name + f' {r.removed_us:.1f}' if r else '-':<22}| "
                           f"{e.name + f' {e.removed_estimate_us:.1f}' if e else '-':<22}| "
                           + " ".join(f"{est.get(n, 0.0):+7.1f}" for n in SHOWN)
-                          + f" | {c.causes[-1].removed_us:+7.1f}")
+                          + f" | {c.causes[-1].removed_us:+7.1f} | {c.before.estimate('L2 re-reads'):7.1f}")
                     if c.time_saved_us > 20:
                         big.append(c)
             saved = [c.time_saved_us for c in cmps]
@@ -353,18 +368,55 @@ def variants_main(gpu_names: list[str], min_m: int = 1024) -> int:
             rows = [c for c in cmps if _m_of(c) >= min_m]
             saved_big = [c.time_saved_us for c in rows]
             for cause in ("L2 re-reads", "tail wave", "epilogue", "operand staging"):
-                before_us = [c.before.cause(cause) for c in rows]
+                before_us = [c.before.estimate(cause) for c in rows]  # not the share: it is capped by the gap
                 change = [next(x.removed_estimate_us for x in c.causes if x.name == cause) for c in rows]
-                print(f"{gpu_name} {name}, M >= {min_m} ({len(rows)} pairs): {cause}: before median "
+                print(f"{gpu_name} {name}, M >= {min_m} ({len(rows)} pairs): {cause}: estimate before median "
                       f"{statistics.median(before_us):.1f} us, estimate change median {statistics.median(change):+.1f} "
                       f"(min {min(change):+.1f}, max {max(change):+.1f}); Pearson r of the saving with it before "
-                      f"{_pearson(saved_big, before_us):+.2f}, with its change {_pearson(saved_big, change):+.2f}")
+                      f"{_pearson(saved_big, before_us):+.2f} (Spearman {_spearman(saved_big, before_us):+.2f}), with "
+                      f"its change {_pearson(saved_big, change):+.2f}")
             covered = [c for c in big if c.before.estimate('L2 re-reads') >= c.time_saved_us]
             est_change = sum(sum(x.removed_estimate_us for x in c.causes[:-1]) for c in big)
             print(f"{gpu_name} {name}: of the {len(big)} pairs saving > 20 us, {len(covered)} have a before-side L2 "
                   f"re-read estimate at least the saving (sum of savings {sum(c.time_saved_us for c in big):.1f} us, "
                   f"tool's estimates' change {est_change:+.1f})")
+        print_gemm2_sum(gpu_name, DATA / SOURCES[gpu_name][1], min_m)
     return 0
+
+
+def print_gemm2_sum(gpu_name: str, path: Path, min_m: int) -> None:
+    """GEMM2 with the top-k sum fused was timed only inside the layer: its change is inferred as the layer's
+    (act-il -> act-il+sum, both at the shipped config) plus the sum kernel's time alone; the tool's side is
+    GEMM2 at its predicted time, previous and fused, through each one's demand."""
+    from advisor.advice.diagnose_compare import compare
+    from advisor.advice.moe import gemm_spec
+    from kernels.moe_fused_demand import variant_spec
+
+    gpu, family = resolve_gpu(gpu_name), family_named("moe")
+    print(f"\n== GEMM2 sum fused ({gpu_name}): previous -> fused, at the layer's shipped config; measured change "
+          "inferred from the layer ==")
+    for layer in json.loads(path.read_text())["layers"]:
+        runs = layer["variants"]
+        plain, summed = runs["act-il"]["tried"].get(layer["shipped"]), runs["act-il+sum"]["tried"].get(layer["shipped"])
+        if layer["m"] < min_m or not plain or not summed:
+            continue
+        preset, tp = layer["case"].split(" TP")
+        spec, _ = gemm_spec(preset, layer["m"], int(tp), 2)
+        config = parse_config(layer["shipped"], family)
+        sides = []
+        for variant in ("previous", "fused"):
+            subject = FamilySubject(family, variant_spec(spec, variant, gpu.spec.sms), gpu, config,
+                                    f"{layer['case']} GEMM2 M={layer['m']} [{variant}]")
+            (cand,) = subject.predict([config])
+            sides.append(diagnose_ceiling(subject, config, cand.ceiling, cand.predicted_us, "predicted",
+                                          read_sass=False))
+        cmp = compare(*sides)
+        measured = summed["us"] - plain["us"] + layer["sum_alone_us"]
+        est = {c.name: -c.removed_estimate_us for c in cmp.causes}
+        print(f"{layer['case']:<20} M={layer['m']:<5} {layer['shipped']:<24} GEMM2 measured (inferred) "
+              f"{measured:+7.1f} us; predicted {-cmp.time_saved_us:+7.1f} us; estimates: epilogue "
+              f"{est['epilogue']:+.1f}, DRAM writes {est.get('DRAM writes', 0.0):+.1f}, L2 re-reads "
+              f"{est['L2 re-reads']:+.1f} (+ = slower); the sum kernel it replaces {layer['sum_alone_us']:.1f} us")
 
 
 if __name__ == "__main__":
