@@ -31,6 +31,10 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
    spills (local loads and stores);
 11. unexplained.
 Two diagnoses side by side (a change's before and after): advisor/advice/diagnose_compare.py.
+A family's shape may describe a kernel variant beyond its tiles (kernels/moe_fused_demand.py's spec does):
+`output_tile_bytes(config)` (what one tile's epilogue writes), `output_dram_bytes()` (an output written once
+however many tiles add into it), `mma_dots` (dots per K step over one A tile) and `persistent` (tiles ordered
+over the real M blocks, waves no wider than the programs); without them a tile writes BLOCK_M x BLOCK_N.
 
 Load latencies and the sustained clock are figures for Hopper (cited below and in diagnose_causes);
 on other GPUs causes 2, 4, 6 and 7 are left out with a note. Every assumption that
