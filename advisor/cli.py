@@ -92,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "before, after and the difference")
     p.add_argument("--compare-measured", type=float, metavar="US", help="the second config's measured time in us "
                    "(default: measured with --measure, else predicted)")
+    p.add_argument("--variant", default="previous", help="the fused-MoE kernel variant the launch runs: previous "
+                   "(kernels/fused_moe.py), or kernels/fused_moe_fused.py's fused, fused-il, persistent, "
+                   "fused-persistent, fused-il-persistent (GEMM2: fused = router weight and top-k sum fused)")
+    p.add_argument("--compare-variant", metavar="VARIANT", help="the variant of the second side (default: --variant); "
+                   "with it, --compare may be left out (the same config)")
 
     p = sub.add_parser("suggest", help="ranked config suggestions per launch, for people and CI (no GPU needed)",
                        description="For each launch of TARGET: the current config, its predicted time, the best "

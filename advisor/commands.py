@@ -277,7 +277,11 @@ def _diagnose_subjects(args, gpu):
     config = ceil.parse_config(args.config, family) if args.config else None
     if family is not None and moe.is_layer_kernel(args.target):
         _require_preset_and_tokens(args, 1024)
-        return [moe.gemm_subject(args.preset, args.tokens, args.tp, args.gemm, gpu, config)], config
+        subject = moe.gemm_subject(args.preset, args.tokens, args.tp, args.gemm, gpu, config)
+        return [_variant_subject(subject, args.variant)], config
+    if args.variant != "previous" or args.compare_variant:
+        raise AdvisorError(f"--variant names a fused-MoE kernel variant: give kernels/fused_moe.py with --preset and "
+                           f"--tokens, not {args.target}")
     if family is not None and family.read_shape is not None:
         if not args.shape:
             raise AdvisorError(f"{args.target}: give --shape {family.shape_form}")
@@ -290,6 +294,18 @@ def _diagnose_subjects(args, gpu):
         return trace_subjects(args.launch, gpu, args.target, args.kernel), config
     raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, a shipped shape "
                        "kernel with --shape, a launch JSON file, or a kernel file with --launch or --call")
+
+
+def _variant_subject(subject, variant: str):
+    """The fused-MoE GEMM `subject` run by a kernel variant (kernels/moe_fused_demand.py)."""
+    from advisor.advice.subjects import FamilySubject
+    from kernels.moe_fused_demand import variant_spec
+
+    shape = variant_spec(subject.shape, variant, subject.gpu.spec.sms)
+    if shape == subject.shape:
+        return subject
+    label = subject.label.split(" [")[0] + ("" if variant == "previous" else f" [{variant}]")
+    return FamilySubject(subject.family, shape, subject.gpu, subject.current, label, subject.location)
 
 
 def cmd_diagnose(args) -> int:
@@ -312,7 +328,7 @@ def cmd_diagnose(args) -> int:
     if args.measured is not None and len(subjects) > 1:
         raise AdvisorError(f"{args.target} has {len(subjects)} launches and --measured is one time; pick one with "
                            "--kernel")
-    if args.compare or args.compare_measured is not None:
+    if args.compare or args.compare_measured is not None or args.compare_variant:
         return _diagnose_compare(args, subjects, config)
     results = []
     for s in subjects:
@@ -337,7 +353,7 @@ def _diagnose_compare(args, subjects, config) -> int:
     from advisor.advice.diagnose_compare import compare, render_compare
     from kernels.family import family_of_file
 
-    if not args.compare:
+    if not args.compare and not args.compare_variant:
         raise AdvisorError("--compare-measured US is the time of --compare CONFIG: give the config too")
     after_us = args.compare_measured
     if after_us is not None and not (math.isfinite(after_us) and after_us > 0):
@@ -347,12 +363,15 @@ def _diagnose_compare(args, subjects, config) -> int:
                            "--kernel")
     (s,) = subjects
     family = family_of_file(args.target) if args.target.endswith(".py") else None
-    before_cfg, after_cfg = config or s.current, ceil.parse_config(args.compare, family)
+    before_cfg = config or s.current
+    after_cfg = ceil.parse_config(args.compare, family) if args.compare else before_cfg
+    # The after side's kernel: another variant of the fused-MoE GEMM (its subject from the same launch).
+    after = _variant_subject(s, args.compare_variant) if args.compare_variant else s
     measure = s.measurer() if args.measure else None
     before_us = args.measured if args.measured is not None else measure(before_cfg) if measure else None
-    if after_us is None and measure:
-        after_us = measure(after_cfg)
-    cmp = compare(diagnose(s, before_cfg, before_us), diagnose(s, after_cfg, after_us))
+    if after_us is None and args.measure:
+        after_us = after.measurer()(after_cfg)
+    cmp = compare(diagnose(s, before_cfg, before_us), diagnose(after, after_cfg, after_us))
     if args.format == "json":
         print(json.dumps(cmp.to_json(), indent=2))
     else:

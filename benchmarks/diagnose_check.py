@@ -9,12 +9,17 @@ has no 64-bit division since RESULTS 1's fix, and spills are in the row's `n_spi
 
     python benchmarks/diagnose_check.py [--csv benchmarks/data/diagnose_check.csv.gz] [--per-case]
                                         [--without "operand staging"]
+    python benchmarks/diagnose_check.py --variants [--gpus h100,h200]
 
 Prints, per GPU and source, the median share explained and the share of configs at >= 80%, for all
 configs and for each case's fastest config; with --per-case, one line per (GPU, shape, M). Rows whose
 gap is under 3% of their time are counted apart (nothing to explain) and left out of the medians.
 `--without NAME[,NAME]` moves those causes' share back to "unexplained" (the diagnosis before they
 existed: each cause is capped in order, and the ones named here come after every earlier one).
+`--variants` diagnoses both sides of RESULTS 15's kernel changes (every GEMM1 variant of the fusion
+runs and the fused-il / fused-il-persistent rows of the tuning runs, each through its own exact demand,
+kernels/moe_fused_demand.py) and prints, per change, the cause `advisor diagnose --compare` names as
+removed against the measured saving (diagnose_variants.py).
 """
 
 from __future__ import annotations
@@ -184,7 +189,11 @@ def main(argv=None) -> int:
     ap.add_argument("--per-case", action="store_true", help="one line per (GPU, shape, M)")
     ap.add_argument("--changes", action="store_true", help="what the diagnosis names for RESULTS 15's changes "
                     "(GROUP_SIZE_M 1 against 16-64; fused-il and persistent against the previous kernel)")
+    ap.add_argument("--variants", action="store_true", help="both sides of RESULTS 15's kernel changes, each "
+                    "variant through its own demand (fusion and tuning runs); prints and exits")
     args = ap.parse_args(argv)
+    if args.variants:
+        return variants_main(args.gpus.split(","))
     start = time.time()
     without = {n.strip() for n in args.without.split(",") if n.strip()}
     out, cause_names, diagnosed = [], [], {}
@@ -261,6 +270,153 @@ def main(argv=None) -> int:
     if args.changes:
         print_changes(args.gpus.split(","), diagnosed)
     return 0
+
+
+# RESULTS 15's kernel changes, as (name, variant before, variant after) of one GEMM1 at one config.
+VARIANT_CHANGES = (("act fused (fused-il)", "previous", "fused-il"), ("act fused, two dots", "previous", "fused"),
+                   ("w1 interleaved", "fused", "fused-il"), ("persistent", "previous", "persistent"),
+                   ("persistent on fused-il", "fused-il", "fused-il-persistent"))
+SHOWN = ("epilogue", "DRAM writes", "operand staging", "tail wave", "exit-only CTAs", "L2 re-reads")
+
+
+def variant_diagnoses(gpu_name: str, paths: list[Path]) -> dict:
+    """(file, shape, M, config, variant) -> the diagnosis of every timed GEMM1 row of the fusion and tuning
+    runs, each variant through its own exact demand at the expected routing (the runs' seeded uniform one)."""
+    from kernels.moe_fused_demand import variant_spec
+
+    gpu, family = resolve_gpu(gpu_name), family_named("moe")
+    out = {}
+    for path in paths:
+        for row in json.loads(path.read_text())["gemm1"]:
+            if row["status"] != "ok":
+                continue
+            e, top, k, n = row["case"].split("_")
+            spec = variant_spec(MoEGemmSpec(int(e[1:]), int(top[3:]), int(k[1:]), int(n[1:]), int(row["m"]), gemm=1),
+                                row["variant"], gpu.spec.sms)
+            config = parse_config(row["config"], family)
+            subject = FamilySubject(family, spec, gpu, config, f"{spec.shape_label} M={spec.m} [{row['variant']}]")
+            ceiling = roofline(family.demand(spec, config, gpu.arch), gpu.rates, config.to_dict())
+            out[(path.name, spec.shape_label, spec.m, config.label(), row["variant"])] = diagnose_ceiling(
+                subject, config, ceiling, float(row["us"]), read_sass=False)
+    return out
+
+
+def _spearman(xs: list[float], ys: list[float]) -> float:
+    import numpy as np
+
+    def ranks(v):
+        v = np.asarray(v, dtype=float)
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v))
+        for value in np.unique(v):  # ties share their mean rank
+            r[v == value] = r[v == value].mean()
+        return r.tolist()
+
+    return _pearson(ranks(xs), ranks(ys))
+
+
+def _m_of(cmp) -> int:
+    return int(cmp.before.label.split("M=")[1].split()[0])
+
+
+def _pearson(xs: list[float], ys: list[float]) -> float:
+    import numpy as np
+
+    return float(np.corrcoef(xs, ys)[0, 1]) if len(xs) > 2 and np.std(xs) > 0 and np.std(ys) > 0 else float("nan")
+
+
+def variants_main(gpu_names: list[str], min_m: int = 1024) -> int:
+    from collections import Counter
+
+    from advisor.advice.diagnose_compare import compare
+
+    start = time.time()
+    for gpu_name in gpu_names:
+        paths = [DATA / SOURCES[gpu_name][1], DATA / f"{gpu_name}_moe_fusion_tune.json"]
+        dx = variant_diagnoses(gpu_name, paths)
+        print(f"\n#### {gpu_name}: {len(dx)} GEMM1 rows diagnosed ({', '.join(p.name for p in paths)}), "
+              f"{time.time() - start:.1f} s")
+        for name, before, after in VARIANT_CHANGES:
+            cmps = [compare(d, dx[k[:-1] + (after,)]) for k, d in dx.items()
+                    if k[-1] == before and k[:-1] + (after,) in dx]
+            if not cmps:
+                continue
+            print(f"\n== {name}: {before} -> {after}, same config ({len(cmps)} pairs; lines at M >= {min_m}) ==")
+            print("shape                       M  config                   saved  removed (capped us) | by estimate"
+                  " | estimate change: " + ", ".join(SHOWN) + " | unexpl. | L2 est. before")
+            big = []
+            for c in sorted(cmps, key=lambda c: (c.before.label, c.before.config.label())):
+                est = {x.name: x.removed_estimate_us for x in c.causes}
+                if _m_of(c) >= min_m:
+                    r, e = c.removed, c.removed_by_estimate
+                    print(f"{c.before.label.split(' [')[0]:<31} {c.before.config.label():<24} {c.time_saved_us:7.1f}  "
+                          f"{r.name + f' {r.removed_us:.1f}' if r else '-':<22}| "
+                          f"{e.name + f' {e.removed_estimate_us:.1f}' if e else '-':<22}| "
+                          + " ".join(f"{est.get(n, 0.0):+7.1f}" for n in SHOWN)
+                          + f" | {c.causes[-1].removed_us:+7.1f} | {c.before.estimate('L2 re-reads'):7.1f}")
+                    if c.time_saved_us > 20:
+                        big.append(c)
+            saved = [c.time_saved_us for c in cmps]
+            named = [sum(x.removed_us for x in c.causes[:-1]) for c in cmps]
+            est_named = [sum(x.removed_estimate_us for x in c.causes[:-1]) for c in cmps]
+            print(f"{gpu_name} {name}: all M: saving median {statistics.median(saved):+.1f} us; named causes' share "
+                  f"change median {statistics.median(named):+.1f}, estimates' change median "
+                  f"{statistics.median(est_named):+.1f}; pairs with saving > 20 us at M >= {min_m}: {len(big)}; "
+                  f"removed (capped): {dict(Counter(c.removed.name if c.removed else '-' for c in big))}; by estimate: "
+                  f"{dict(Counter(c.removed_by_estimate.name if c.removed_by_estimate else '-' for c in big))}")
+            rows = [c for c in cmps if _m_of(c) >= min_m]
+            saved_big = [c.time_saved_us for c in rows]
+            for cause in ("L2 re-reads", "tail wave", "epilogue", "operand staging"):
+                before_us = [c.before.estimate(cause) for c in rows]  # not the share: it is capped by the gap
+                change = [next(x.removed_estimate_us for x in c.causes if x.name == cause) for c in rows]
+                print(f"{gpu_name} {name}, M >= {min_m} ({len(rows)} pairs): {cause}: estimate before median "
+                      f"{statistics.median(before_us):.1f} us, estimate change median {statistics.median(change):+.1f} "
+                      f"(min {min(change):+.1f}, max {max(change):+.1f}); Pearson r of the saving with it before "
+                      f"{_pearson(saved_big, before_us):+.2f} (Spearman {_spearman(saved_big, before_us):+.2f}), with "
+                      f"its change {_pearson(saved_big, change):+.2f}")
+            covered = [c for c in big if c.before.estimate('L2 re-reads') >= c.time_saved_us]
+            est_change = sum(sum(x.removed_estimate_us for x in c.causes[:-1]) for c in big)
+            print(f"{gpu_name} {name}: of the {len(big)} pairs saving > 20 us, {len(covered)} have a before-side L2 "
+                  f"re-read estimate at least the saving (sum of savings {sum(c.time_saved_us for c in big):.1f} us, "
+                  f"tool's estimates' change {est_change:+.1f})")
+        print_gemm2_sum(gpu_name, DATA / SOURCES[gpu_name][1], min_m)
+    return 0
+
+
+def print_gemm2_sum(gpu_name: str, path: Path, min_m: int) -> None:
+    """GEMM2 with the top-k sum fused was timed only inside the layer: its change is inferred as the layer's
+    (act-il -> act-il+sum, both at the shipped config) plus the sum kernel's time alone; the tool's side is
+    GEMM2 at its predicted time, previous and fused, through each one's demand."""
+    from advisor.advice.diagnose_compare import compare
+    from advisor.advice.moe import gemm_spec
+    from kernels.moe_fused_demand import variant_spec
+
+    gpu, family = resolve_gpu(gpu_name), family_named("moe")
+    print(f"\n== GEMM2 sum fused ({gpu_name}): previous -> fused, at the layer's shipped config; measured change "
+          "inferred from the layer ==")
+    for layer in json.loads(path.read_text())["layers"]:
+        runs = layer["variants"]
+        plain, summed = runs["act-il"]["tried"].get(layer["shipped"]), runs["act-il+sum"]["tried"].get(layer["shipped"])
+        if layer["m"] < min_m or not plain or not summed:
+            continue
+        preset, tp = layer["case"].split(" TP")
+        spec, _ = gemm_spec(preset, layer["m"], int(tp), 2)
+        config = parse_config(layer["shipped"], family)
+        sides = []
+        for variant in ("previous", "fused"):
+            subject = FamilySubject(family, variant_spec(spec, variant, gpu.spec.sms), gpu, config,
+                                    f"{layer['case']} GEMM2 M={layer['m']} [{variant}]")
+            (cand,) = subject.predict([config])
+            sides.append(diagnose_ceiling(subject, config, cand.ceiling, cand.predicted_us, "predicted",
+                                          read_sass=False))
+        cmp = compare(*sides)
+        measured = summed["us"] - plain["us"] + layer["sum_alone_us"]
+        est = {c.name: -c.removed_estimate_us for c in cmp.causes}
+        print(f"{layer['case']:<20} M={layer['m']:<5} {layer['shipped']:<24} GEMM2 measured (inferred) "
+              f"{measured:+7.1f} us; predicted {-cmp.time_saved_us:+7.1f} us; estimates: epilogue "
+              f"{est['epilogue']:+.1f}, DRAM writes {est.get('DRAM writes', 0.0):+.1f}, L2 re-reads "
+              f"{est['L2 re-reads']:+.1f} (+ = slower); the sum kernel it replaces {layer['sum_alone_us']:.1f} us")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from kernels import moe_bench as bench
 from kernels import moe_configs
 from kernels.moe_bench import MoEGemmSpec
 from kernels.moe_demand import moe_gemm_demand
+from kernels.moe_fused_demand import FusedMoEGemmSpec, fused_gemm_demand
 
 # Hopper: 227 KB of shared memory per block (ANCHORS section 4). The plans' limit when no GPU is asked.
 HOPPER_MAX_SHARED = 227 * 1024
@@ -39,12 +40,24 @@ SAMPLE = 64  # random configs per collection when --sample is not given
 def precheck(config: Config, gpu: GPUSpec, spec: MoEGemmSpec) -> str | None:
     if set(config.params) != set(fm.CONFIG_SPACE) - {"num_warps", "num_stages"}:
         return f"config {config.label()} does not set the kernel's tile parameters"
+    if isinstance(spec, FusedMoEGemmSpec) and spec.gated and config["BLOCK_SIZE_N"] < 32:
+        return f"BLOCK_SIZE_N={config['BLOCK_SIZE_N']} splits into gate and up halves under 16 columns"
     return fm.resource_precheck(config, gpu.smem_per_block, max_regs_per_thread=255)
 
 
 def demand(spec: MoEGemmSpec, config: Config, arch: int, shared: int | None = None, registers: int | None = None):
-    """The exact model at the expected routing of uniform random top-k (rows carry their own routing)."""
+    """The exact model at the expected routing of uniform random top-k (rows carry their own routing); a
+    `FusedMoEGemmSpec` is a variant of kernels/fused_moe_fused.py (kernels/moe_fused_demand.py)."""
+    if isinstance(spec, FusedMoEGemmSpec):
+        return fused_gemm_demand(spec, config, arch, None, shared, registers)
     return moe_gemm_demand(spec, config, arch, None, shared, registers)
+
+
+def describe_launch(spec: MoEGemmSpec, config: Config, arch: int = 90):
+    """The launch of the previous kernel, or of the fused kernel's variant for a `FusedMoEGemmSpec`."""
+    if isinstance(spec, FusedMoEGemmSpec) and spec.variant != "previous":
+        return bench.describe_fused_launch(spec, config, spec.variant, spec.num_sms)
+    return bench.describe_launch(spec, config, arch)
 
 
 def read_row(row: dict, arch: int):
@@ -131,8 +144,20 @@ def plan(options: fam.CollectOptions) -> fam.CollectPlan:
     return fam.CollectPlan(chosen, configs, lambda c: fm.resource_precheck(c, HOPPER_MAX_SHARED))
 
 
-def make_case(spec: MoEGemmSpec) -> bench.MoEGemmCase:
-    return bench.MoEGemmCase(spec, device="cuda", seed=1000 + spec.m)
+def make_case(spec: MoEGemmSpec):
+    case = bench.MoEGemmCase(spec, device="cuda", seed=1000 + spec.m)
+    return _VariantCase(case, spec.variant) if isinstance(spec, FusedMoEGemmSpec) else case
+
+
+class _VariantCase:
+    """A case run by a kernel variant of kernels/fused_moe_fused.py: its runner, output and reference."""
+
+    def __init__(self, case: bench.MoEGemmCase, variant: str):
+        self.case, self.variant = case, variant
+        self.out, self.reference = case.variant_output(variant)
+
+    def runner(self, config: Config):
+        return self.case.variant_runner(config, self.variant)
 
 
 FAMILY = fam.Family(
@@ -142,5 +167,5 @@ FAMILY = fam.Family(
     default_config=lambda spec: moe_configs.default_config(spec.m, spec.num_experts, spec.top_k),
     default_rule=(Path(moe_configs.__file__).resolve(), r"^def default_config\("),
     reference=fm.fused_moe_gemm_reference, case=make_case, compile_config=bench.compile_config,
-    read_row=read_row, plan=plan, describe_launch=bench.describe_launch,
+    read_row=read_row, plan=plan, describe_launch=describe_launch,
     useful_flops=lambda spec: float(spec.flops()))

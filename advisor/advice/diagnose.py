@@ -31,6 +31,10 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
    spills (local loads and stores);
 11. unexplained.
 Two diagnoses side by side (a change's before and after): advisor/advice/diagnose_compare.py.
+A family's shape may describe a kernel variant beyond its tiles (kernels/moe_fused_demand.py's spec does):
+`output_tile_bytes(config)` (what one tile's epilogue writes), `output_dram_bytes()` (an output written once
+however many tiles add into it), `mma_dots` (dots per K step over one A tile) and `persistent` (tiles ordered
+over the real M blocks, waves no wider than the programs); without them a tile writes BLOCK_M x BLOCK_N.
 
 Load latencies and the sustained clock are figures for Hopper (cited below and in diagnose_causes);
 on other GPUs causes 2, 4, 6 and 7 are left out with a note. Every assumption that
@@ -110,6 +114,10 @@ class Diagnosis:
 
     def cause(self, name: str) -> float:
         return next((c.us for c in self.causes if c.name == name), 0.0)
+
+    def estimate(self, name: str) -> float:
+        """A cause's estimate before capping (0 where it was not estimated)."""
+        return next((c.estimate_us for c in self.causes if c.name == name), 0.0)
 
     def to_json(self) -> dict:
         return {"launch": self.label, "gpu": self.gpu, "config": self.config.label(), "basis": self.basis,
@@ -325,23 +333,27 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
                          f"the {mem_rate * sms / 1e12:.1f} TB/s L2 probe; not counted as a cause: kernels have moved "
                          "more than the probe reads (benchmarks/RESULTS.md section 4)")
     clock_fraction = SUSTAINED_CLOCK_FRACTION.get(spec.arch)
+    shape = getattr(subject, "shape", None)
     if loop is not None and loop.tiles and "tensor" in rate and rates.smem_tbs and clock_fraction:
         estimates.append(("operand staging", *operand_staging(
             loop.tiles, config.num_warps, d.tensor_kind, loop.element_bytes, loop.trips, busiest_ctas,
-            rates.smem_tbs * 1e12 / sms * clock_fraction, rate["tensor"], busiest_main)))
+            rates.smem_tbs * 1e12 / sms * clock_fraction, rate["tensor"], busiest_main,
+            getattr(shape, "mma_dots", 1))))
         if estimates[-1][1] > 0:
             notes.append(f"operand staging takes shared memory at {clock_fraction:.2f} of the boost clock (the "
                          "sustained clock under tensor load, measured on an H100: ANCHORS section 6)")
     elif loop is not None and loop.tiles and clock_fraction is None:
         notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
-    reuse = weight_reuse(getattr(subject, "shape", None), config, loop.tiles, d.active_ctas, d.ctas, m_runs) \
-        if loop is not None else None
+    reuse = weight_reuse(shape, config, loop.tiles, d.active_ctas, d.ctas, m_runs) if loop is not None else None
+    # A persistent grid's programs are the waves' width where they are fewer than the CTAs the SMs hold.
+    wave_ctas = min(sms * resident_per_sm, d.ctas) if getattr(shape, "persistent", False) else sms * resident_per_sm
     if reuse is None and loop is not None and loop.tiles:
         notes.append("L2 re-reads not estimated: the launch's shape does not name its N (a kernel family's shape does)")
     if reuse is not None and spec.l2_bytes:
         estimates.append(("L2 re-reads", *l2_rereads(
-            reuse[0], reuse[1], reuse[2], reuse[3], sms * resident_per_sm, loop.tiles,
-            loop.trips * loop.tiles[2], loop.element_bytes, spec.l2_bytes, rates.dram_tbs * 1e12)))
+            reuse[0], reuse[1], reuse[2], reuse[3], wave_ctas, loop.tiles,
+            loop.trips * loop.tiles[2], loop.element_bytes, spec.l2_bytes, rates.dram_tbs * 1e12,
+            loop.epilogue_bytes)))
         if estimates[-1][1] > 0:
             notes.append(f"L2 re-reads take the {spec.l2_bytes / 1e6:.0f} MB L2 as one least-recently-used cache and "
                          "CTAs in lockstep waves; the re-read bytes are counted on top of the loop (an upper bound)")
@@ -349,6 +361,8 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
     if loop is not None and loop.epilogue_bytes and rates_rw:
         tile_fraction = ideal_work["tensor"] / total["tensor"] if total.get("tensor") else 1.0
         written = active * loop.epilogue_bytes * tile_fraction
+        if getattr(shape, "output_dram_bytes", None) and shape.output_dram_bytes() is not None:
+            written = shape.output_dram_bytes()  # atomics into one output: its bytes, not the tiles'
         estimates.append(("DRAM writes", *dram_writes(written, *rates_rw, dram_us, busiest_main)))
     elif loop is not None and loop.epilogue_bytes:
         notes.append(f"no calibrated DRAM copy and read probes for {spec.name}: DRAM writes not estimated")
@@ -444,7 +458,10 @@ def _loop(subject, config: Config, d: Demand, sass: _Sass, notes: list[str]) -> 
     bm, bn, bk = t["tile_m"], t["tile_n"], t["tile_k"]
     if bm and bn and bk and d.tensor_flops_per_cta:
         trips = d.tensor_flops_per_cta / (2 * bm * bn * bk)
-        return _Loop(trips, (bm + bn) * bk * size, bm * bn * size, config.num_stages, (bm, bn, bk), size)
+        # A shape that knows its epilogue (a fused kernel variant's) says what one tile sends out.
+        out_bytes = getattr(getattr(subject, "shape", None), "output_tile_bytes", None)
+        epilogue = out_bytes(config) if out_bytes else bm * bn * size
+        return _Loop(trips, (bm + bn) * bk * size, epilogue, config.num_stages, (bm, bn, bk), size)
     if sass.trips:
         per_cta = d.l2_bytes / max(d.active_ctas, 1)
         notes.append(f"no BLOCK_M/N/K tiles: the loop of {sass.trips:g} trips takes the demand's {per_cta / 1024:.0f} "

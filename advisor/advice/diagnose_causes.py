@@ -65,12 +65,16 @@ def mma_sync_layout(block_m: int, block_n: int, num_warps: int) -> tuple[int, in
 
 
 def staged_bytes_per_k_step(block_m: int, block_n: int, block_k: int, num_warps: int, size: int,
-                            kind: str = "wgmma") -> float:
+                            kind: str = "wgmma", dots: int = 1) -> float:
     """Shared-memory bytes one K step of one CTA moves: the A and B tiles written once, then read by
     the MMAs: every wgmma's A and B slices (64-row slices x instructions across N), or every warp's
-    rows of A and columns of B (ldmatrix) for warp-level MMAs."""
+    rows of A and columns of B (ldmatrix) for warp-level MMAs. `dots`: the tile's N split over that
+    many dots of one A tile (each reads A again)."""
     block_m, block_n, block_k = int(block_m), int(block_n), int(block_k)
     written = (block_m + block_n) * block_k * size
+    if dots > 1:
+        one = staged_bytes_per_k_step(block_m, block_n // dots, block_k, num_warps, size, kind)
+        return float(written + dots * (one - (block_m + block_n // dots) * block_k * size))
     if kind == "wgmma":
         _, inst_n = wgmma_layout(block_m, block_n, num_warps)
         slices = math.ceil(block_m / WGMMA_M)
@@ -82,18 +86,19 @@ def staged_bytes_per_k_step(block_m: int, block_n: int, block_k: int, num_warps:
 
 
 def operand_staging(tiles: tuple[int, int, int], num_warps: int, kind: str, size: int, trips: float,
-                    busiest_ctas: int, smem_rate_per_sm: float, tensor_rate_per_sm: float, busiest_main_us: float):
+                    busiest_ctas: int, smem_rate_per_sm: float, tensor_rate_per_sm: float, busiest_main_us: float,
+                    dots: int = 1):
     """(estimate in us, reason) of the busiest SM waiting on shared memory for MMA operands: its staged
     bytes at `smem_rate_per_sm` (bytes/s) past its binding work; `tensor_rate_per_sm` (FLOP/s of this
     MMA kind) only sets the FLOP per byte the text compares against."""
     bm, bn, bk = (int(t) for t in tiles)
-    per_step = staged_bytes_per_k_step(bm, bn, bk, num_warps, size, kind)
+    per_step = staged_bytes_per_k_step(bm, bn, bk, num_warps, size, kind, dots)
     staged_us = busiest_ctas * trips * per_step / smem_rate_per_sm * 1e6
     intensity = 2 * bm * bn * bk / per_step
     if kind == "wgmma":
-        along_m, inst_n = wgmma_layout(bm, bn, num_warps)
+        along_m, inst_n = wgmma_layout(bm, bn // dots, num_warps)
         how = (f"{math.ceil(bm / WGMMA_M)} row slice(s) x m64n{inst_n}k16 reads; {along_m} warpgroup(s) "
-               "along M")
+               "along M" + (f"; {dots} dots over one A tile" if dots > 1 else ""))
     else:
         along_m, along_n = mma_sync_layout(bm, bn, num_warps)
         how = f"warp-level MMAs on {along_m} x {along_n} warps, each reading its rows and columns"

@@ -29,6 +29,10 @@ class CauseChange:
     def removed_us(self) -> float:
         return self.before_us - self.after_us
 
+    @property
+    def removed_estimate_us(self) -> float:
+        return self.before_estimate_us - self.after_estimate_us
+
     def to_json(self) -> dict:
         return {"name": self.name, "before_us": round(self.before_us, 3), "after_us": round(self.after_us, 3),
                 "removed_us": round(self.removed_us, 3), "before_estimate_us": round(self.before_estimate_us, 3),
@@ -51,18 +55,26 @@ class Comparison:
         named = [c for c in self.causes if c.name != "unexplained" and c.removed_us > 0]
         return max(named, key=lambda c: c.removed_us, default=None)
 
+    @property
+    def removed_by_estimate(self) -> CauseChange | None:
+        """The named cause whose estimate (before capping) the change lowered most: a cause's capped share
+        also shrinks when only the gap shrank, where its estimate passed the gap left to it."""
+        named = [c for c in self.causes if c.name != "unexplained" and c.removed_estimate_us > 0]
+        return max(named, key=lambda c: c.removed_estimate_us, default=None)
+
     def to_json(self) -> dict:
         removed = self.removed
         return {"launch": self.before.label, "gpu": self.before.gpu,
                 "before": {"config": self.before.config.label(), "basis": self.before.basis,
                            "time_us": round(self.before.time_us, 3), "ideal_us": round(self.before.ideal_us, 3),
                            "gap_us": round(self.before.gap_us, 3)},
-                "after": {"config": self.after.config.label(), "basis": self.after.basis,
+                "after": {"launch": self.after.label, "config": self.after.config.label(), "basis": self.after.basis,
                           "time_us": round(self.after.time_us, 3), "ideal_us": round(self.after.ideal_us, 3),
                           "gap_us": round(self.after.gap_us, 3)},
                 "time_saved_us": round(self.time_saved_us, 3),
                 "causes": [c.to_json() for c in self.causes],
                 "removed": removed.name if removed else None,
+                "removed_by_estimate": self.removed_by_estimate.name if self.removed_by_estimate else None,
                 "notes": list(dict.fromkeys(self.before.notes + self.after.notes))}
 
 
@@ -85,7 +97,8 @@ def compare(before: Diagnosis, after: Diagnosis) -> Comparison:
 def render_compare(cmp: Comparison, width: int = 80) -> list[str]:
     """The comparison as plain lines of at most `width` characters."""
     b, a = cmp.before, cmp.after
-    lines = textwrap.wrap(f"{b.label} on {b.gpu}: before {b.config.label()}, after {a.config.label()}", width)
+    after = f"{a.label}, {a.config.label()}" if a.label != b.label else a.config.label()  # another kernel variant
+    lines = textwrap.wrap(f"{b.label} on {b.gpu}: before {b.config.label()}, after {after}", width)
     lines += textwrap.wrap(
         f"time {b.time_us:.1f} -> {a.time_us:.1f} us ({b.basis} -> {a.basis}), {cmp.time_saved_us:+.1f} us saved; "
         f"ideal {b.ideal_us:.1f} -> {a.ideal_us:.1f} us; gap {b.gap_us:.1f} -> {a.gap_us:.1f} us", width)
@@ -105,6 +118,14 @@ def render_compare(cmp: Comparison, width: int = 80) -> list[str]:
             f"removed: {removed.name} ({removed.removed_us:.1f} us); named causes {named:+.1f} us of the "
             f"{cmp.time_saved_us:+.1f} us saved, unexplained {cmp.causes[-1].removed_us:+.1f} us, ideal {ideal:+.1f} "
             "us", width)
+    by_estimate = cmp.removed_by_estimate
+    if by_estimate is not None and by_estimate is not removed:
+        lines += textwrap.wrap(
+            f"by the estimates before capping: {by_estimate.name} ({by_estimate.removed_estimate_us:.1f} us); "
+            f"{removed.name if removed else 'no cause'}'s share moved with the gap it is capped by", width)
+    elif by_estimate is None and removed is not None:
+        lines += textwrap.wrap(f"no named cause's estimate fell: {removed.name}'s share shrank only because the gap "
+                               "it is capped by did", width)
     for note in dict.fromkeys(b.notes + a.notes):
         lines += textwrap.wrap(f"note: {note}", width, subsequent_indent="      ")
     return lines

@@ -86,12 +86,14 @@ def even_runs(active_m: int, matrices: int) -> list[int]:
 
 def l2_rereads(m_runs: list[int], grid_m: int, num_pid_n: int, group_m: int, resident: int,
                tiles: tuple[int, int, int], k_padded: float, size: int, l2_bytes: float,
-               dram_rate: float) -> tuple[float, str]:
-    """(estimate in us, reason) of the B slabs re-read from DRAM, at `dram_rate` bytes/s."""
+               dram_rate: float, c_tile_bytes: float | None = None) -> tuple[float, str]:
+    """(estimate in us, reason) of the B slabs re-read from DRAM, at `dram_rate` bytes/s; `c_tile_bytes`:
+    what one tile's epilogue writes (default BLOCK_M x BLOCK_N elements)."""
     bm, bn, _ = (int(t) for t in tiles)
     slab = bn * k_padded * size
+    c_tile = bm * bn * size if c_tile_bytes is None else c_tile_bytes
     extra, waves = reread_bytes(m_runs, grid_m, num_pid_n, group_m, resident, slab, bm * k_padded * size,
-                                bm * bn * size, l2_bytes)
+                                c_tile, l2_bytes)
     us = extra / dram_rate * 1e6
     why = (f"GROUP_M {group_m}: {len(m_runs)} weight matrix(es) in {sum(m_runs)} M block(s) x {num_pid_n} N "
            f"block(s), {waves} wave(s) of {resident} CTAs; {extra / 1e6:.0f} MB of {slab / 1e6:.2f} MB weight slabs "
@@ -114,4 +116,6 @@ def weight_reuse(shape, config, tiles: tuple[int, int, int] | None, active_ctas:
     if m_runs is None:
         m_runs = even_runs(round(active_ctas / num_pid_n), getattr(shape, "num_experts", 1))
     group_m = int(tile_sizes(config)["group_m"] or 1)
-    return list(m_runs), max(1, ctas // num_pid_n), num_pid_n, group_m
+    # A persistent kernel (shape.persistent) orders its tiles over the real M blocks only.
+    grid_m = sum(m_runs) if getattr(shape, "persistent", False) else max(1, ctas // num_pid_n)
+    return list(m_runs), grid_m, num_pid_n, group_m
