@@ -56,8 +56,10 @@ from ceilings.ttir_eval import KernelIR
 from ceilings.unroll import BODY_WORK, unroll_shares
 
 PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma", "other")
-QUANTITIES = PIPES + ("tensor_flops", "global_bytes", "shared_bytes", "tma_loads")
+# "local": warp instructions that access local memory (LDL/STL: register spills), also counted in "lsu".
+QUANTITIES = PIPES + ("tensor_flops", "global_bytes", "shared_bytes", "tma_loads", "local")
 _GLOBAL = ("LDG", "STG", "REDG", "ATOMG", "RED", "ATOM")
+_LOCAL = ("LDL", "STL")
 _VOTE_SHARE = 0.25
 
 
@@ -116,6 +118,8 @@ def _quantities(ins: Instruction) -> dict[str, float]:
         out["shared_bytes"] += 128 * (counts[-1] if counts else 1)
     elif ins.opcode == "UTMALDG":
         out["tma_loads"] += 1
+    elif ins.opcode in _LOCAL:
+        out["local"] += 1
     return out
 
 
