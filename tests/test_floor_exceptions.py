@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ceilings.compile import compile_launch
 from ceilings.demand import generic_demand
 from ceilings.launch import Config, Launch, TensorArg
-from ceilings.sass import parse_sass
+from ceilings.sass import build_cfg, parse_sass
+from ceilings.unroll import induction_unroll
 
 KERNELS = str(Path(__file__).resolve().parent / "fixtures" / "exception_kernels.py")
 
@@ -31,3 +34,51 @@ def test_spill_code_counts_in_the_expected_work_not_the_floor():
     assert d.instructions("lsu") == 4 * (64 + 64 + 5 + 1)
     assert d.expected.instructions("lsu") == 4 * (64 + 64 + 5 + 1 + local)
     assert any("local-memory (spill)" in n and "floor counts none" in n for n in d.notes)
+
+
+# --- a loop run a constant number of times, counted in bytes ----------------------------------------------
+def counted_listing(copies: int, start: str, bound: str, join: bool = False) -> str:
+    """A kernel with one loop of `copies` body copies (a load and an FADD each), its counter R17 (the low
+    half of a 64-bit byte offset) set by `start` before the loop, stepped by 0x700 and compared with
+    `bound` for the back edge; `join`: a branch target between the start and the loop."""
+    pre = [start, "MOV R15, RZ ;"] + (["@P3 BRA `(.L_x_9) ;"] if join else [])
+    body = []
+    for k in range(copies):
+        body += [f"LDG.E R{20 + k}, desc[UR4][R2.64+{hex(0x80 * k)}] ;", f"FADD R40, R40, R{20 + k} ;"]
+    body += ["IADD3 R17, P0, R17, 0x700, RZ ;", "IADD3.X R15, RZ, R15, RZ, P0, !PT ;",
+             f"ISETP.NE.U32.AND P0, PT, R17, {bound}, PT ;", "ISETP.NE.U32.AND.EX P0, PT, R15, RZ, PT, P0 ;"]
+    lines, address = ["kernel:"], 0
+    for text in pre:
+        lines.append(f"        /*{address:04x}*/                   {text}")
+        address += 16
+    if join:
+        lines.append(".L_x_9:")
+        lines.append(f"        /*{address:04x}*/                   NOP ;")
+        address += 16
+    lines.append(".L_x_1:")
+    for text in body:
+        lines.append(f"        /*{address:04x}*/                   {text}")
+        address += 16
+    lines += [f"        /*{address:04x}*/              @P0 BRA `(.L_x_1) ;",
+              f"        /*{address + 16:04x}*/                   EXIT ;"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("copies, start, bound, trips, join, expected", [
+    (14, "HFMA2.MMA R17, -RZ, RZ, 0, 0 ;", "0x3800", 112, False, 14),  # 0x3800 / 0x700 = 8 passes of 14
+    (14, "MOV R17, RZ ;", "0x3800", 112, False, 14),
+    (16, "IMAD.MOV.U32 R17, RZ, RZ, 0x700 ;", "0x3800", 112, False, 16),  # from 0x700: 7 passes of 16
+    (14, "MOV R17, RZ ;", "0x3800", 8, False, 1),       # 8 passes for 8 trips: one copy a pass
+    (14, "MOV R17, RZ ;", "0x3800", 113, False, 1),     # 8 passes cannot make 113 trips
+    (7, "MOV R17, RZ ;", "0x3800", 112, False, 1),      # 7 copies cannot be 14
+    (14, "MOV R17, RZ ;", "R9", 112, False, 1),         # a bound in a register: passes unknown
+    (14, "MOV R17, R9 ;", "0x3800", 112, False, 1),     # a start in a register: passes unknown
+    (14, "MOV R17, RZ ;", "0x3800", 112, True, 1),      # another path joins before the loop
+])
+def test_a_constant_pass_count_of_a_byte_counter_gives_the_unroll(copies, start, bound, trips, join, expected):
+    fn = parse_sass(counted_listing(copies, start, bound, join))["kernel"]
+    cfg = build_cfg(fn)
+    (loop,) = cfg.loops
+    # The IR loop steps its induction variable by 1; the counter steps 0x700 bytes a pass.
+    assert induction_unroll(fn, cfg, loop, 1, trips) == expected
+    assert induction_unroll(fn, cfg, loop, 1, None) == 1  # trip count not one constant: no unroll
