@@ -82,3 +82,17 @@ def test_a_constant_pass_count_of_a_byte_counter_gives_the_unroll(copies, start,
     # The IR loop steps its induction variable by 1; the counter steps 0x700 bytes a pass.
     assert induction_unroll(fn, cfg, loop, 1, trips) == expected
     assert induction_unroll(fn, cfg, loop, 1, None) == 1  # trip count not one constant: no unroll
+
+
+# --- opcode -> pipeline ------------------------------------------------------------------------------------
+def test_viadd_issues_on_the_fma_pipe_and_iadd3_on_the_alu():
+    listing = """
+k:
+.text.k:
+        /*0000*/                   VIADD R0, R1, 0x80 ;
+        /*0010*/                   IADD3 R2, R3, 0x80, RZ ;
+        /*0020*/                   IMAD.IADD R4, R5, 0x1, R6 ;
+        /*0030*/                   VIADDMNMX R7, R8, 0x1, R9, !PT ;
+        /*0040*/                   EXIT ;
+"""
+    assert [i.pipe for i in parse_sass(listing)["k"].instructions] == ["fma", "alu", "fma", "alu", "cbu"]
