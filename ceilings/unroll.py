@@ -11,7 +11,9 @@ iteration. Two shapes of unrolling are recognised:
    is incremented by an immediate; that immediate over the IR loop's constant step is u. Accepted only
    when every body work opcode's count in the loop is a multiple of u (u copies of the body), so a
    counter kept in other units (a byte offset where the IR counts elements) is not mistaken for an
-   unroll. The loop then runs T // u times.
+   unroll. The loop then runs T // u times. The counter may count down the iterations left, and may be
+   a uniform register (UR, stepped by UIADD3): FlagGems' rotary kernel with 2 warps keeps its 8-copy
+   loop over 32 heads in UR11, stepped by -8.
 3. **One loop run a constant number of times** whose counter is in other units than the IR's (a byte
    offset where the IR counts iterations): the back edge compares a register stepped by an immediate c
    with an immediate bound B, and the register holds an immediate r0 on entry, so the SASS loop runs
@@ -35,7 +37,7 @@ BODY_WORK = frozenset(("LDG", "STG", "LDS", "STS", "LDSM", "LDGSTS", "ATOMG", "R
                        "HFMA2", "HADD2", "HMUL2", "MUFU", "DFMA", "DADD", "DMUL", "HMMA", "HGMMA", "IMMA", "QGMMA"))
 MAX_UNROLL = 16
 _PREDICATE = re.compile(r"@(!?)(U?P\d)\s")
-_REGISTER = re.compile(r"\bR(\d+)\b")
+_REGISTER = re.compile(r"\bU?R(\d+)\b")  # a register, or a uniform one (a counter every thread shares)
 _PREDICATE_OPERAND = re.compile(r"!?U?P\d")
 _IMMEDIATE = re.compile(r"^-?0x[0-9a-f]+$|^-?\d+$")
 
@@ -109,8 +111,9 @@ def _immediate(text: str) -> int | None:
 def _increment(ins: Instruction, register: str) -> int | None:
     """The immediate `ins` adds to `register` in place (R = R + imm), or None."""
     # Predicates are a 64-bit add's carry out (IADD3 R, P0, R, imm, RZ): the low half steps all the same.
-    ops = [o for o in _operands(ins) if o not in ("PT", "RZ", "!PT") and not _PREDICATE_OPERAND.fullmatch(o)]
-    if ins.opcode not in ("VIADD", "IADD3", "IADD", "IADD32I") or not ops or ops[0] != register:
+    ops = [o for o in _operands(ins) if o not in ("PT", "RZ", "!PT", "UPT", "URZ", "!UPT")
+           and not _PREDICATE_OPERAND.fullmatch(o)]
+    if ins.opcode not in ("VIADD", "IADD3", "IADD", "IADD32I", "UIADD3", "UVIADD") or not ops or ops[0] != register:
         return None
     if "X" in ins.mods.upper().split("."):
         return None  # the high half of a 64-bit add
@@ -139,14 +142,14 @@ def _initial_value(fn: Function, cfg: CFG, loop: Loop, register: str) -> int | N
     write moves a constant unconditionally; None otherwise."""
     start = cfg.blocks[loop.header][0]
     targets = set(fn.labels.values()) - {start}
-    number = int(register[1:])
+    prefix, number = register.rstrip("0123456789"), int(register.lstrip("UR"))
     for index in range(start - 1, -1, -1):
         ins = fn.instructions[index]
         if ins.opcode in ("BRA", "BRX", "JMP", "CALL", "RET", "EXIT"):
             return None
         ops = _operands(ins)
         written = ops[0] if ops else ""
-        if written == f"R{number - 1}" and (ins.opcode == "CS2R" or ".64" in ins.mods or "WIDE" in ins.mods):
+        if written == f"{prefix}{number - 1}" and (ins.opcode == "CS2R" or ".64" in ins.mods or "WIDE" in ins.mods):
             # A pair written at once: the register is its high half.
             return 0 if ins.opcode == "CS2R" and ops[1:] == ["SRZ"] and not ins.predicated else None
         if written == register:

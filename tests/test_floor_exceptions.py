@@ -96,3 +96,33 @@ k:
         /*0040*/                   EXIT ;
 """
     assert [i.pipe for i in parse_sass(listing)["k"].instructions] == ["fma", "alu", "fma", "alu", "cbu"]
+
+
+# --- a loop counted down in a uniform register ------------------------------------------------------------
+def uniform_listing(copies: int, decrement: str) -> str:
+    """A loop of `copies` body copies whose iterations left are kept in the uniform register UR11 (the
+    64-bit pair UR11:UR5), stepped by `decrement` and compared with zero for the back edge."""
+    body = []
+    for k in range(copies):
+        body += [f"LDG.E R{20 + k}, desc[UR6][R2.64+{hex(0x100 * k)}] ;", f"FFMA R40, R{20 + k}, R41, R40 ;"]
+    body += [decrement, "UIADD3.X UR5, UR5, -0x1, URZ, UP0, !UPT ;", "ISETP.NE.U32.AND P0, PT, RZ, UR11, PT ;",
+             "ISETP.NE.U32.AND.EX P0, PT, RZ, UR5, PT, P0 ;"]
+    lines = ["kernel:", "        /*0000*/                   ULDC UR11, c[0x0][0x210] ;", ".L_x_0:"]
+    lines += [f"        /*{16 * (i + 1):04x}*/                   {text}" for i, text in enumerate(body)]
+    n = len(body) + 1
+    lines += [f"        /*{16 * n:04x}*/               @P0 BRA `(.L_x_0) ;",
+              f"        /*{16 * (n + 1):04x}*/                   EXIT ;"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("copies, decrement, expected", [
+    (8, "UIADD3 UR11, UP0, UR11, -0x8, URZ ;", 8),   # 8 heads a pass, counted down by 8
+    (4, "UIADD3 UR11, UP0, UR11, -0x4, URZ ;", 4),
+    (6, "UIADD3 UR11, UP0, UR11, -0x8, URZ ;", 1),   # 6 copies cannot be 8x
+    (8, "UIADD3 UR12, UP0, UR12, -0x8, URZ ;", 1),   # not the register the back edge tests
+])
+def test_a_uniform_down_counter_gives_the_unroll(copies, decrement, expected):
+    fn = parse_sass(uniform_listing(copies, decrement))["kernel"]
+    cfg = build_cfg(fn)
+    (loop,) = cfg.loops
+    assert induction_unroll(fn, cfg, loop, 1) == expected
