@@ -7,7 +7,8 @@ shape"):
   work it could. A loop whose bound is unknown runs 0 times, an `if` whose condition is unknown is not
   taken, a CTA that may exit does; compulsory DRAM bytes are, per tensor, the smaller of its
   footprint and the bytes its loads and stores issue (a tensor no access reaches contributes none;
-  copies a pipelined loop predicates off and TMA box parts outside the tensor issue none);
+  copies a pipelined loop predicates off and TMA box parts outside the tensor issue none); spill
+  code (local-memory loads and stores) counts nothing, another ptxas may allocate without it;
 - the **expected** work (`Demand.expected`), for the model's features: the same evaluation, with an
   estimate where the floor takes the least (an unknown loop runs once, each side of an unknown `if`
   half the time, the code after an unknown early exit runs).
@@ -84,6 +85,12 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     warps = launch.config.num_warps
     weights = block_weights(placement, ir, classes, floor)  # blocks x classes
     per_warp = weights.T @ placement.table  # classes x QUANTITIES
+    spills = float(np.max(per_warp[:, _COLUMN["local"]], initial=0.0))
+    if floor and spills:
+        # Spill code is the register allocator's choice, which differs between ptxas versions and
+        # options (ptxas 13.4 spills kernels at 32 registers that ptxas 12.9 builds spill-free with
+        # 162): a compile of the same kernel may have none, so the floor counts no local-memory access.
+        per_warp[:, _COLUMN["lsu"]] -= per_warp[:, _COLUMN["local"]]
     per_cta = per_warp * warps
     descriptors = [t for t in launch.tensors if t.block_shape]
     tma_bytes = np.zeros(len(classes.counts))
@@ -112,6 +119,10 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     dram, touched = _dram_bytes(launch, ir, classes, floor, float(counts @ l2_per_cta))
     kind, dtype = _mma(placement)
     demand_notes = list(notes)
+    if floor and spills:
+        demand_notes.append(f"{spills:g} local-memory (spill) instructions per warp in this compile "
+                            f"({compiled.registers} registers): register allocation differs between ptxas "
+                            "versions, so the floor counts none of them, the expected work all")
     if floor and unknown_mma:
         demand_notes.append("MMA shape not in the SASS (tcgen05 takes it from a descriptor): tensor FLOPs unknown")
     ctas = launch.num_programs

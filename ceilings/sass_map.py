@@ -25,11 +25,15 @@ unknown early exit runs). Without line information (a listing from an older cach
 matched to IR loops in pre-order and every block counts as unconditional, as before.
 
 The u - 1 copies of a single unrolled loop's body that ptxas peeled out after it (straight-line
-remainder code) count (T % u) / (u - 1) times each (the floor: not at all when T is unknown).
+remainder code) count (T % u) / (u - 1) times each (the floor: not at all when T is unknown). Copies
+peeled out around a main loop and its remainder loop (Liger's sparsemax backward with 8 warps: one
+copy before, 4 a pass, 2 after, then 1 a pass) count nothing: the pair's T // u passes of u copies and
+T % u of one already make T.
 
-Known limits: an unrolled loop whose counter is not the IR's induction variable (a down-counter of
-iterations) is still weighted by the IR's trip count; peeled copies before a loop, or after a main +
-remainder pair, count once per entry on top of the trip count.
+Known limits: an unrolled loop whose counter is neither the IR's induction variable nor counted to a
+constant is still weighted by the IR's trip count; copies peeled before a loop unrolled without a
+remainder loop, and copies peeled out of a loop nested in another SASS loop, count once per entry on
+top of the trip count; a copy whose instructions ptxas gave other source lines is not recognised.
 """
 
 from __future__ import annotations
@@ -56,8 +60,10 @@ from ceilings.ttir_eval import KernelIR
 from ceilings.unroll import BODY_WORK, unroll_shares
 
 PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma", "other")
-QUANTITIES = PIPES + ("tensor_flops", "global_bytes", "shared_bytes", "tma_loads")
+# "local": warp instructions that access local memory (LDL/STL: register spills), also counted in "lsu".
+QUANTITIES = PIPES + ("tensor_flops", "global_bytes", "shared_bytes", "tma_loads", "local")
 _GLOBAL = ("LDG", "STG", "REDG", "ATOMG", "RED", "ATOM")
+_LOCAL = ("LDL", "STL")
 _VOTE_SHARE = 0.25
 
 
@@ -73,7 +79,7 @@ class Placement:
     table: np.ndarray                       # blocks x QUANTITIES, one execution by one warp
     line_info: bool
     notes: list[str] = field(default_factory=list)
-    peeled: dict[int, int] = field(default_factory=dict)  # block -> the unrolled loop whose remainder it runs
+    peeled: dict[int, int] = field(default_factory=dict)  # block -> the unrolled loop whose copies it holds
 
 
 @dataclass
@@ -116,6 +122,8 @@ def _quantities(ins: Instruction) -> dict[str, float]:
         out["shared_bytes"] += 128 * (counts[-1] if counts else 1)
     elif ins.opcode == "UTMALDG":
         out["tma_loads"] += 1
+    elif ins.opcode in _LOCAL:
+        out["local"] += 1
     return out
 
 
@@ -172,15 +180,19 @@ def place(sass: str, kernel: str, ir: KernelIR) -> Placement:
 
 def peeled_remainders(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[int | None],
                       share: list[tuple[str, int]], ir: KernelIR) -> dict[int, int]:
-    """Blocks after a loop unrolled without a remainder loop, in no SASS loop, whose body work comes
-    mostly from the source lines of that IR loop: the copies of the body ptxas peeled out to run the
-    last trips % u iterations."""
+    """Blocks in no SASS loop whose body work comes mostly from the source lines of an IR loop that
+    ptxas unrolled: after a loop unrolled without a remainder loop, the copies of the body peeled out to
+    run the last trips % u iterations; around a main loop that has a remainder loop, the copies ptxas
+    peeled before, between and after them (a first iteration, chunks of 2^k), whose iterations the
+    pair's T // u passes of u copies and T % u of one already count. (Loop-invariant code hoisted out
+    of such a loop carries its lines too and is counted out with them: a few instructions, and never
+    more work than runs.)"""
     owners, chains = _owners(ir), _chains(ir)
     out = {}
     for i, (loop, region, (kind, _)) in enumerate(zip(loops, loop_region, share, strict=True)):
-        if kind != "unrolled":
+        if kind not in ("unrolled", "main"):
             continue
-        end = max(cfg.blocks[b][1] for b in loop.blocks)
+        end = max(cfg.blocks[b][1] for b in loop.blocks) if kind == "unrolled" else 0
         for b in cfg.reachable:
             s, e = cfg.blocks[b]
             if s < end or any(b in lp.blocks for lp in loops):
@@ -345,7 +357,9 @@ def block_weights(p: Placement, ir: KernelIR, classes: CTAClasses, floor: bool) 
         if b in p.cold:
             continue
         w = region_factor[p.block_region[b]].copy()
-        if b in p.peeled:
+        if b in p.peeled and p.loop_share[p.peeled[b]][0] == "main":
+            w = w * 0.0  # the main and remainder loops already count every iteration
+        elif b in p.peeled:
             # The u - 1 peeled copies of the body together run the last trips % u iterations (as chunks
             # of 2^k copies, each behind its own guard): each copy counts (trips % u) / (u - 1) times.
             loop = p.peeled[b]

@@ -11,7 +11,14 @@ iteration. Two shapes of unrolling are recognised:
    is incremented by an immediate; that immediate over the IR loop's constant step is u. Accepted only
    when every body work opcode's count in the loop is a multiple of u (u copies of the body), so a
    counter kept in other units (a byte offset where the IR counts elements) is not mistaken for an
-   unroll. The loop then runs T // u times.
+   unroll. The loop then runs T // u times. The counter may count down the iterations left, and may be
+   a uniform register (UR, stepped by UIADD3): FlagGems' rotary kernel with 2 warps keeps its 8-copy
+   loop over 32 heads in UR11, stepped by -8.
+3. **One loop run a constant number of times** whose counter is in other units than the IR's (a byte
+   offset where the IR counts iterations): the back edge compares a register stepped by an immediate c
+   with an immediate bound B, and the register holds an immediate r0 on entry, so the SASS loop runs
+   exactly N = (B - r0) / c times; when the IR loop runs T times for every CTA and N divides T, the loop
+   holds u = T / N copies of the body (again only when every body work count is a multiple of u).
 
 Straight-line remainder copies peeled out of the loop count once per entry of the loop's region (a few
 iterations' worth on top; their guards are not evaluated).
@@ -30,7 +37,8 @@ BODY_WORK = frozenset(("LDG", "STG", "LDS", "STS", "LDSM", "LDGSTS", "ATOMG", "R
                        "HFMA2", "HADD2", "HMUL2", "MUFU", "DFMA", "DADD", "DMUL", "HMMA", "HGMMA", "IMMA", "QGMMA"))
 MAX_UNROLL = 16
 _PREDICATE = re.compile(r"@(!?)(U?P\d)\s")
-_REGISTER = re.compile(r"\bR(\d+)\b")
+_REGISTER = re.compile(r"\bU?R(\d+)\b")  # a register, or a uniform one (a counter every thread shares)
+_PREDICATE_OPERAND = re.compile(r"!?U?P\d")
 _IMMEDIATE = re.compile(r"^-?0x[0-9a-f]+$|^-?\d+$")
 
 
@@ -48,7 +56,8 @@ def unroll_shares(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[i
         line = ir.regions[region].line
         if len(members) == 1:
             step = ir.regions[region].step
-            unroll = induction_unroll(fn, cfg, loops[members[0]], step) if step else 1
+            unroll = induction_unroll(fn, cfg, loops[members[0]], step, constant_trips(ir.regions[region].trips)) \
+                if step else 1
             if unroll > 1:
                 shares[members[0]] = ("unrolled", unroll)
                 notes.append(f"loop at line {line}: unrolled {unroll}x without a remainder loop (its induction "
@@ -101,8 +110,10 @@ def _immediate(text: str) -> int | None:
 
 def _increment(ins: Instruction, register: str) -> int | None:
     """The immediate `ins` adds to `register` in place (R = R + imm), or None."""
-    ops = [o for o in _operands(ins) if o not in ("PT", "RZ", "!PT")]
-    if ins.opcode not in ("VIADD", "IADD3", "IADD", "IADD32I") or not ops or ops[0] != register:
+    # Predicates are a 64-bit add's carry out (IADD3 R, P0, R, imm, RZ): the low half steps all the same.
+    ops = [o for o in _operands(ins) if o not in ("PT", "RZ", "!PT", "UPT", "URZ", "!UPT")
+           and not _PREDICATE_OPERAND.fullmatch(o)]
+    if ins.opcode not in ("VIADD", "IADD3", "IADD", "IADD32I", "UIADD3", "UVIADD") or not ops or ops[0] != register:
         return None
     if "X" in ins.mods.upper().split("."):
         return None  # the high half of a 64-bit add
@@ -114,9 +125,58 @@ def _increment(ins: Instruction, register: str) -> int | None:
     return values[0] if len(values) == 1 and len(sources) == 2 else None
 
 
-def induction_unroll(fn: Function, cfg: CFG, loop: Loop, step: int) -> int:
-    """u when the loop's back-edge compare reads a register incremented by u x `step` in the loop and
-    every body work opcode's count is a multiple of u; 1 otherwise."""
+def constant_trips(trips) -> int | None:
+    """The IR loop's trip count when it is one integer for every CTA, else None."""
+    if trips is None:
+        return None
+    values = {float(v) for v in (trips.ravel() if hasattr(trips, "ravel") else [trips])}
+    if len(values) != 1:
+        return None
+    value = values.pop()
+    return int(value) if value == value and value.is_integer() and value > 0 else None
+
+
+def _initial_value(fn: Function, cfg: CFG, loop: Loop, register: str) -> int | None:
+    """The immediate `register` holds when the loop is entered: its last write before the loop's header
+    in the straight-line code that falls into it (no branch and no branch target in between), when that
+    write moves a constant unconditionally; None otherwise."""
+    start = cfg.blocks[loop.header][0]
+    targets = set(fn.labels.values()) - {start}
+    prefix, number = register.rstrip("0123456789"), int(register.lstrip("UR"))
+    for index in range(start - 1, -1, -1):
+        ins = fn.instructions[index]
+        if ins.opcode in ("BRA", "BRX", "JMP", "CALL", "RET", "EXIT"):
+            return None
+        ops = _operands(ins)
+        written = ops[0] if ops else ""
+        if written == f"{prefix}{number - 1}" and (ins.opcode == "CS2R" or ".64" in ins.mods or "WIDE" in ins.mods):
+            # A pair written at once: the register is its high half.
+            return 0 if ins.opcode == "CS2R" and ops[1:] == ["SRZ"] and not ins.predicated else None
+        if written == register:
+            return None if ins.predicated else _constant_move(ins, ops[1:])
+        if index in targets:
+            return None  # another path joins here
+    return None
+
+
+def _constant_move(ins: Instruction, sources: list[str]) -> int | None:
+    """The constant an instruction moves into its destination (MOV, IMAD.MOV, CS2R of zero, HFMA2.MMA of
+    zeros), or None."""
+    if ins.opcode in ("MOV", "MOV32I") or (ins.opcode == "IMAD" and ins.mods.startswith(".MOV")):
+        value = sources[-1] if sources else ""
+        return 0 if value == "RZ" else _immediate(value)
+    if ins.opcode == "CS2R" and sources == ["SRZ"]:
+        return 0
+    if ins.opcode == "HFMA2" and ".MMA" in ins.mods and sources[:2] == ["-RZ", "RZ"] and len(sources) == 4:
+        return 0 if _immediate(sources[2]) == 0 and _immediate(sources[3]) == 0 else None
+    return None
+
+
+def induction_unroll(fn: Function, cfg: CFG, loop: Loop, step: int, trips: int | None = None) -> int:
+    """u when every body work opcode's count is a multiple of u and either the loop's back-edge compare
+    reads a register incremented by u x `step` in the loop, or (`trips`: the IR loop's constant trip
+    count) the SASS loop runs a constant N = trips / u times by its counter's immediate start, step and
+    bound; 1 otherwise."""
     body = _instructions(fn, cfg, loop)
     latches = [b for b in loop.blocks if loop.header in cfg.succ.get(b, set())]
     predicates = set()
@@ -125,17 +185,26 @@ def induction_unroll(fn: Function, cfg: CFG, loop: Loop, step: int) -> int:
         guard = _PREDICATE.search(last.text.split("*/", 1)[-1])
         if last.opcode == "BRA" and guard:
             predicates.add(guard.group(2))
-    registers = set()
+    registers, bounds = set(), {}
     for ins in body:
         ops = _operands(ins)
         if ins.opcode in ("ISETP", "UISETP") and ops and ops[0] in predicates:
-            registers |= {o.split(".")[0] for o in ops[2:] if _REGISTER.fullmatch(o.split(".")[0])}
+            compared = [o.split(".")[0] for o in ops[2:4]]
+            registers |= {o for o in compared if _REGISTER.fullmatch(o)}
+            if len(compared) == 2 and _REGISTER.fullmatch(compared[0]) and _immediate(compared[1]) is not None:
+                bounds[compared[0]] = _immediate(compared[1])
     factors = set()
     for register in registers:
         for ins in body:
             c = _increment(ins, register)
             if c is not None and c % step == 0 and 2 <= abs(c) // abs(step) <= MAX_UNROLL:
                 factors.add(abs(c) // abs(step))
+            elif c and trips and register in bounds:
+                start = _initial_value(fn, cfg, loop, register)
+                span = None if start is None else bounds[register] - start
+                if span and span % c == 0 and span // c >= 1 and trips % (span // c) == 0 \
+                        and 2 <= trips // (span // c) <= MAX_UNROLL:
+                    factors.add(trips // (span // c))
     if len(factors) != 1:
         return 1
     unroll = factors.pop()

@@ -1,0 +1,201 @@
+"""The generic counts on the GPU machine's own compiles: is a gap to Nsight Compute the counting rules or the compiler?
+
+`check_ncu.py` compares ncu's counts with SASS compiled on this machine (its Triton and ptxas); the GPU ran the
+kernels as its own Triton compiled them (3.6.0 for the corpus), whose SASS can differ (registers, spills,
+reduction code). This check takes the GPU's compiles instead:
+
+- `compile`, on the GPU machine (corpus wheels in /tmp/site, as `device.sh` installs them): the recorded config
+  of every launch in `data/ncu.csv` compiled by a real warmup with the machine's Triton, `--shards` processes
+  at once, each into its own cache folder; `$OUT/gpu_sass.json` maps each launch to its cache entries and
+  `$OUT/gpu_sass.tar.gz` holds the caches (TTGIR, TTIR, cubin and metadata; no LLVM IR or PTX);
+- `compare`, here: each launch's cubin (disassembled with this Triton's `nvdisasm -gi`) and TTGIR through
+  `ceilings.demand.generic_demand`, floor and expected, against ncu's per-pipeline counts, cells as in
+  `check_ncu.py` (within 10%; cells where both are zero left out).
+
+    python3 benchmarks/corpus/check_gpu_sass.py compile --shards 14          # on the GPU machine
+    python benchmarks/corpus/check_gpu_sass.py compare DIR                   # DIR: gpu_sass.json + the tarball
+
+Prints the tables; writes nothing into `data/` (RESULTS 17 has the figures of 2026-11-23).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CELLS = ("tensor", "fma+alu", "xu", "lsu", "fma", "alu")
+CACHE_ROOT = "/tmp/corpus_gpu_sass"
+
+
+def compile_shard(shard: int, shards: int) -> None:
+    """Compile every `shards`-th profiled launch from `shard` into its own Triton cache folder."""
+    cache = os.path.join(CACHE_ROOT, f"s{shard}")
+    os.makedirs(cache, exist_ok=True)
+    os.environ["TRITON_CACHE_DIR"] = cache
+    sys.path[:0] = [str(HERE), str(HERE.parents[1]), "/tmp/site"]
+    import torch
+    from replay import Case, arguments, kernel_function, load_cases, make_tensors
+
+    with open(HERE / "data" / "ncu.csv") as f:
+        todo = [(r["library"], r["launch_id"]) for r in csv.DictReader(f)][shard::shards]
+    cases: dict[str, dict] = {}
+    out = []
+    for library, launch_id in todo:
+        began = time.time()
+        if library not in cases:
+            cases[library] = {c.id: c for c in load_cases(library)}
+        case = cases[library][launch_id]
+        variant = case.recorded_variant()
+        before = set(os.listdir(cache))
+        row = {"library": library, "launch_id": launch_id, "label": variant.label, "shard": f"s{shard}"}
+        try:
+            fn = kernel_function(case)
+            tensors = {}
+            for t in case.entry.get("tensors", []):
+                if t.get("block_shape") is not None:  # a TMA descriptor needs its tensor
+                    tensors.update(make_tensors(Case(case.library, case.index, {"tensors": [t]}, {})))
+                else:  # only the pointer's dtype and alignment specialise the kernel
+                    tensors[t["name"]] = torch.empty(16, dtype=getattr(torch, t["dtype"]), device="cuda")
+            fn.warmup(grid=tuple(variant.grid), **arguments(fn, case, variant, tensors))
+            row["cache"] = sorted(set(os.listdir(cache)) - before)
+        except Exception as exc:  # noqa: BLE001 - a launch that does not compile is reported, the rest go on
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        row["s"] = round(time.time() - began, 1)
+        out.append(row)
+    with open(os.path.join(CACHE_ROOT, f"map_{shard}.json"), "w") as f:
+        json.dump(out, f)
+    print(f"shard {shard}: {len(out)} launches, {sum('error' in r for r in out)} errors", flush=True)
+
+
+def compile_all(shards: int) -> None:
+    procs = [subprocess.Popen([sys.executable, __file__, "shard", str(k), str(shards)]) for k in range(shards)]
+    for p in procs:
+        p.wait()
+    import torch
+    import triton
+
+    rows = []
+    for name in sorted(os.listdir(CACHE_ROOT)):
+        if name.startswith("map_"):
+            with open(os.path.join(CACHE_ROOT, name)) as f:
+                rows += json.load(f)
+    out = Path(os.environ["OUT"])
+    with open(out / "gpu_sass.json", "w") as f:
+        json.dump({"triton": triton.__version__, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
+                   "launches": rows}, f, indent=0)
+    with tarfile.open(out / "gpu_sass.tar.gz", "w:gz") as tar:
+        for sub in sorted(os.listdir(CACHE_ROOT)):
+            if sub.startswith("s"):
+                tar.add(os.path.join(CACHE_ROOT, sub), arcname=sub,
+                        filter=lambda t: None if t.name.endswith((".llir", ".ptx", ".source")) else t)
+    print(f"{len(rows)} launches, {sum('error' in r for r in rows)} errors")
+
+
+def _compiled(folder: str, kernel: str, triton_version: str):
+    """The CompiledKernel of one cache entry's cubin and IR, or None."""
+    from ceilings.compile import CompiledKernel, _tool
+
+    cubin = os.path.join(folder, f"{kernel}.cubin")
+    if not os.path.exists(cubin):
+        return None
+    base = cubin[:-len(".cubin")]
+    with open(base + ".json") as f:
+        meta = json.load(f)
+    usage = subprocess.run([_tool("cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True,
+                           check=True).stdout
+    sass = subprocess.run([_tool("nvdisasm"), "-c", "-gi", cubin], capture_output=True, text=True, check=True).stdout
+
+    def read(ext: str) -> str:
+        return Path(base + ext).read_text() if os.path.exists(base + ext) else ""
+
+    return CompiledKernel(kernel=kernel, arch=90, triton_version=triton_version, num_warps=meta["num_warps"],
+                          num_stages=meta["num_stages"], shared_bytes=meta["shared"],
+                          registers=int(re.search(r"REG:(\d+)", usage).group(1)),
+                          local_bytes=sum(int(x) for x in re.findall(r"(?:STACK|LOCAL):(\d+)", usage)),
+                          ttir=read(".ttir"), ttgir=read(".ttgir"), ptx="", sass=sass, key="gpu")
+
+
+def compare(folder: str) -> None:
+    sys.path.insert(0, str(HERE))
+    import check_points as cp
+
+    from ceilings.demand import generic_demand
+    from ceilings.launch import Launch
+
+    with open(os.path.join(folder, "gpu_sass.json")) as f:
+        info = json.load(f)
+    caches = os.path.join(folder, "caches")
+    if not os.path.isdir(caches):
+        with tarfile.open(os.path.join(folder, "gpu_sass.tar.gz")) as tar:
+            tar.extractall(caches, filter="data")
+    with open(cp.DATA / "ncu.csv") as f:
+        ncu = {(r["library"], r["launch_id"]): r for r in csv.DictReader(f)}
+    rows = []
+    for row in info["launches"]:
+        if "error" in row:
+            print(f"error: {row['library']} {row['launch_id']}: {row['error']}")
+            continue
+        case = cp.cases()[row["library"]][row["launch_id"]]
+        launch = Launch.from_dict(cp.launch_dict(case, case.recorded_variant())[0])
+        compiled = next(filter(None, (_compiled(os.path.join(caches, row["shard"], h), launch.kernel, info["triton"])
+                                      for h in row.get("cache", []))), None)
+        if compiled is None:
+            print(f"error: {row['library']} {launch.kernel}: no cubin of the kernel in its cache entries")
+            continue
+        demand = generic_demand(launch, compiled)
+        measured = ncu[(row["library"], row["launch_id"])]
+        for answer, d in (("floor", demand), ("expected", demand.expected)):
+            out = {"library": row["library"], "answer": answer,
+                   "registers_equal": str(compiled.registers) == measured["launch__registers_per_thread"]}
+            for cell in CELLS:
+                pipes = ("fma", "alu") if cell == "fma+alu" else (cell,)
+                out[cell] = (sum(d.instructions(p) for p in pipes),
+                             sum(float(measured[f"sm__inst_executed_pipe_{p}.sum"] or 0) for p in pipes))
+            rows.append(out)
+    for answer in ("floor", "expected"):
+        print(f"\n{answer}: the GPU's SASS (Triton {info['triton']}, {info['gpu']}) within 10% of ncu, cells with work")
+        print("| library | launches | " + " | ".join(CELLS) + " | registers equal to ncu's |")
+        print("|---|---|" + "---|" * (len(CELLS) + 1))
+        for library in ("liger", "flaggems", "fla", "gemlite", "all"):
+            mine = [r for r in rows if r["answer"] == answer and library in ("all", r["library"])]
+            cells = []
+            for cell in CELLS:
+                work = [r[cell] for r in mine if r[cell][0] or r[cell][1]]
+                within = sum(1 for ours, theirs in work if theirs and abs(ours / theirs - 1) <= 0.1)
+                cells.append(f"{within / len(work):.0%} of {len(work)}" if work else "-")
+            equal = sum(r["registers_equal"] for r in mine)
+            print(f"| {library} | {len(mine)} | " + " | ".join(cells) + f" | {equal} of {len(mine)} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    one = sub.add_parser("compile", help="on the GPU machine")
+    one.add_argument("--shards", type=int, default=14)
+    shard = sub.add_parser("shard", help="one compile process (started by `compile`)")
+    shard.add_argument("index", type=int)
+    shard.add_argument("of", type=int)
+    cmp = sub.add_parser("compare", help="here")
+    cmp.add_argument("folder")
+    args = parser.parse_args(argv)
+    if args.step == "compile":
+        compile_all(args.shards)
+    elif args.step == "shard":
+        compile_shard(args.index, args.of)
+    else:
+        sys.path[:0] = [str(HERE.parents[1]), os.environ.get("CORPUS_SITE", "/tmp/site")]
+        compare(args.folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
