@@ -192,6 +192,7 @@ def test_a_captured_call_is_re_run_per_config_so_its_grid_function_sees_the_conf
     (subject,) = subjects_for(str(path), call="add(randn(98432, f32), randn(98432, f32))", gpu=resolve_gpu("h100"))
     assert subject.current["BLOCK_SIZE"] == 1024 and subject.launch.grid == (97,)
     other = subject.current.replace(BLOCK_SIZE=256)
-    assert subject.rule(other).grid == (97,)  # BLOCK_SIZE names no size: the rule alone cannot follow it
+    # BLOCK_SIZE names no size; the rule follows it by value (cdiv(98432, 1024) = 97, grid_values)
+    assert subject.rule(other).grid == (-(-98432 // 256),)
     assert subject.launch_for(other).grid == (-(-98432 // 256),)  # the host code's grid lambda does
     assert subject.launch_for(other.replace(num_warps=8)).config.num_warps == 8

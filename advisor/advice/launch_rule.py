@@ -16,7 +16,10 @@ experts of a fused-MoE kernel: `EM` = tokens x top-k padded per expert to BLOCK_
 size is taken only when its name ends in the tile's letter or a tensor has it as a dimension (a buffer
 sized by it), and when it explains a grid axis. For another config, S is recomputed in its form, and
 every tensor dimension equal to S (or to cdiv(S, t)) follows, so the grid and the buffers both follow
-BLOCK_SIZE_M. Axes nothing explains keep their size (persistent grids, fixed batch axes).
+BLOCK_SIZE_M. What the names leave of an axis is then explained by values where one explanation is best
+(`advisor.advice.grid_values`: cdiv(M, BLOCK_ROW_SIZE) with M no spelling of ROW); axes nothing explains,
+or two explanations explain equally, keep their size (persistent grids, fixed batch axes), the latter
+with a note.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ import dataclasses
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
+from advisor.advice.grid_values import explain_by_value
 from ceilings.launch import Config, Launch, TensorArg
 
 TILE_PARAM = re.compile(r"^(BLOCK|TILE)(_SIZE)?_([A-Z0-9]+)$")
@@ -135,6 +139,7 @@ class LaunchRule:
     launch: Launch
     axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]]
     padded: list[PaddedSize]
+    inferred: list[str] = field(default_factory=list)  # what the values explained, and what they could not
 
     def grid(self, config: Config) -> tuple[int, ...]:
         return tuple(factor * math.prod(_cdiv(dim(config), int(config[name])) for name, dim in combo)
@@ -159,7 +164,7 @@ class LaunchRule:
 
     def notes(self) -> list[str]:
         return [f"for other configs, {p.describe()} (inferred from the recorded launch), with the grid and the "
-                "buffers sized by it" for p in self.padded]
+                "buffers sized by it" for p in self.padded] + list(self.inferred)
 
 
 def scalars_value(launch: Launch, name: str) -> int:
@@ -209,4 +214,7 @@ def launch_rule(launch: Launch) -> LaunchRule:
             axes.append(([], size))
     # A padded size that explains no grid axis is a coincidence of numbers, not a rule.
     padded = [p for p in padded if p.tile in used]
-    return LaunchRule(launch, axes, padded)
+    # sizes the names explained: no value coincidence may explain another axis with them
+    named_values = {dim(current) for combo, _ in axes for _, dim in combo}
+    axes, inferred = explain_by_value(launch, axes, named_values)
+    return LaunchRule(launch, axes, padded, inferred)
