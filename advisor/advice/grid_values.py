@@ -137,10 +137,8 @@ def _candidates(size: int, terms: dict[str, list[Term]], dims: set[int], sizes: 
     pool = [t for ts in terms.values() for t in ts]
     for r in range(1, MAX_TERMS + 1):
         for combo in combinations(pool, r):
+            # one size tiled twice on one axis (cdiv(N, A) * cdiv(N, B)) is no layout of work
             if len({t.tile for t in combo}) < r or len({t.size for t in combo}) < r:
-                continue
-            # a dimension's value tiled twice on one axis (cdiv(N, A) * cdiv(N, B)) is no layout of work
-            if any(not t.named and sum(u.value == t.value for u in combo) > 1 for t in combo):
                 continue
             product = math.prod(t.count() for t in combo)
             if size % product:

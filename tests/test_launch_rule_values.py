@@ -1,0 +1,164 @@
+"""The launch rule follows tiles by the recorded launch's values where no name ties a tile to its size
+(issue 15 point 4; advisor/advice/grid_values.py): cdiv(M, BLOCK_ROW_SIZE), cdiv(V, BV) * heads; and it
+keeps an axis as recorded, with a note, where two explanations explain it equally."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from advisor.advice.launch_rule import launch_rule
+from advisor.advice.tile_roles import covering_tiles
+from ceilings.compile import load_kernel
+from ceilings.launch import Config, Launch, TensorArg
+
+STYLES = Path(__file__).resolve().parent / "fixtures" / "styles"
+NORM_BWD = str(STYLES / "row_block_norm_bwd.py")
+
+
+def _t(name: str, *shape: int) -> TensorArg:
+    return TensorArg.contiguous(name, shape, "bfloat16")
+
+
+def norm_backward(rows: int = 8192, cols: int = 4096, block_rows: int = 8, block_cols: int = 2048) -> Launch:
+    """A layer-norm backward's launch: grid cdiv(M, BLOCK_ROW_SIZE), M no spelling of ROW."""
+    return Launch(NORM_BWD, "rows_backward_kernel", (-(-rows // block_rows),),
+                  (_t("dy_ptr", rows, cols), _t("x_ptr", rows, cols), _t("rstd_ptr", rows), _t("dx_ptr", rows, cols)),
+                  (("M", rows), ("N", cols)), (),
+                  Config({"BLOCK_ROW_SIZE": block_rows, "BLOCK_COL_SIZE": block_cols}, 16, 2))
+
+
+# ------------------------------------------------------------------------------ followed by value
+
+def test_a_row_block_grid_follows_its_tile_though_its_size_is_not_named_after_it():
+    """RESULTS 21 item 6: BLOCK_ROW_SIZE 1 was evaluated on 1024 CTAs instead of 8192 and claimed 18.6x."""
+    launch = norm_backward()
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config) == (1024,)
+    assert rule.grid(launch.config.replace(BLOCK_ROW_SIZE=1)) == (8192,)
+    assert rule.grid(launch.config.replace(BLOCK_ROW_SIZE=4)) == (2048,)
+    assert rule.grid(launch.config.replace(BLOCK_COL_SIZE=1024)) == (1024,)  # the loop tile moves no axis
+    assert rule(launch.config.replace(BLOCK_ROW_SIZE=32)).grid == (256,)
+    assert any("cdiv(M, BLOCK_ROW_SIZE)" in n and "values" in n for n in rule.notes())
+
+
+def test_the_subject_of_a_row_block_kernel_file_launches_each_config_at_its_grid():
+    from advisor.advice.subjects import LaunchSubject
+    from ceilings.hardware import resolve_gpu
+
+    launch = norm_backward()
+    space = [launch.config.replace(BLOCK_ROW_SIZE=r) for r in (1, 4, 8, 16)]
+    subject = LaunchSubject(launch, resolve_gpu("h100"), space=space)
+    assert [subject.launch_for(c).grid for c in space] == [(8192,), (2048,), (1024,), (512,)]
+    assert any("BLOCK_ROW_SIZE" in n for n in subject.notes)
+
+
+def test_a_column_block_grid_follows_the_other_tile():
+    """The weight-gradient kernel beside it grids over cdiv(N, BLOCK_COL_SIZE)."""
+    launch = norm_backward(block_rows=128, block_cols=8)
+    launch = Launch(launch.source, launch.kernel, (512,), launch.tensors, launch.scalars, (), launch.config)
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK_COL_SIZE=4)) == (1024,)
+    assert rule.grid(launch.config.replace(BLOCK_ROW_SIZE=64)) == (512,)
+
+
+def test_short_tile_names_follow_their_size_times_a_batch_factor():
+    """Linear-attention style: grid (cdiv(V, BV) * H,) with V and H constexprs; BK a loop tile."""
+    tensors = (_t("k", 1, 4096, 16, 128), _t("v", 1, 4096, 16, 128), _t("h", 1, 64, 16, 128, 128))
+    consts = (("H", 16), ("K", 128), ("V", 128), ("BT", 64))
+    one_axis = Launch(NORM_BWD, "k", (64,), tensors, (("T", 4096),), consts, Config({"BV": 32}, 2, 2))
+    rule = launch_rule(one_axis)
+    assert rule.grid(one_axis.config.replace(BV=64)) == (32,)
+    # both tiles on one axis: cdiv(K, BK) * cdiv(V, BV) * H
+    both = Launch(NORM_BWD, "k", (256,), tensors, (("T", 4096),), consts, Config({"BK": 32, "BV": 32}, 1, 2))
+    rule = launch_rule(both)
+    assert rule.grid(both.config.replace(BV=64)) == (128,)
+    assert rule.grid(both.config.replace(BK=64, BV=64)) == (64,)
+    # (cdiv(V, BV) * chunks, heads): the factor 16 is the other axis's heads, so the chunks (64) it is
+    two_axes = Launch(NORM_BWD, "k", (128, 16), tensors, (("T", 4096),), consts, Config({"BK": 32, "BV": 64}, 2, 2))
+    rule = launch_rule(two_axes)
+    assert rule.grid(two_axes.config.replace(BV=128)) == (64, 16)
+    assert rule.grid(two_axes.config.replace(BK=64)) == (128, 16)
+
+
+def test_a_tile_of_one_follows_only_a_size_named_after_it_that_is_the_whole_axis():
+    tensors = (_t("q", 1, 4096, 16, 128),)
+    launch = Launch(NORM_BWD, "k", (4096, 16), tensors, (("T", 4096),), (("H", 16), ("K", 128)),
+                    Config({"BK": 128, "BH": 1}, 1, 3))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BH=2)) == (4096, 8)
+    assert rule.grid(launch.config.replace(BK=64)) == (4096, 16)  # cdiv(K, BK) = 1 explains nothing
+    # without the name, a tile of 1 explains nothing (cdiv(4096, 1) * 2 would read as a rule): the axis stays
+    unnamed = Launch(NORM_BWD, "k", (8192,), (_t("x", 4096, 64),), (("B", 2),), (),
+                     Config({"ROWS_PER_PROGRAM": 1}, 4, 3))
+    assert launch_rule(unnamed).grid(unnamed.config.replace(ROWS_PER_PROGRAM=2)) == (8192,)
+
+
+# ------------------------------------------------------------------------------ refusing to guess
+
+def test_two_tiles_that_explain_an_axis_equally_keep_it_with_a_note():
+    launch = norm_backward(rows=4096, cols=4096, block_rows=64, block_cols=64)
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK_ROW_SIZE=32)) == (64,)
+    assert rule.grid(launch.config.replace(BLOCK_COL_SIZE=32)) == (64,)
+    (note,) = [n for n in rule.notes() if "kept as recorded" in n]
+    assert "BLOCK_COL_SIZE" in note and "BLOCK_ROW_SIZE" in note
+
+
+def test_a_tile_that_explains_two_axes_equally_keeps_both():
+    launch = Launch(NORM_BWD, "k", (64, 64), (_t("x", 4096, 4096),), (), (), Config({"BLOCK_ROWS": 64}, 4, 3))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK_ROWS=32)) == (64, 64)
+    assert sum("kept as recorded" in n for n in rule.notes()) == 2
+
+
+def test_two_sizes_of_different_values_that_explain_an_axis_equally_keep_it():
+    launch = Launch(NORM_BWD, "k", (64,), (_t("x", 4090, 8), _t("y", 4096, 8)), (), (),
+                    Config({"BLOCK_ROWS": 64}, 4, 3))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK_ROWS=4)) == (64,)  # 1023 or 1024: not guessed
+    assert any("kept as recorded" in n for n in rule.notes())
+    same = Launch(NORM_BWD, "k", (64,), (_t("x", 4096, 8), _t("y", 4096, 8)), (), (), Config({"BLOCK_ROWS": 64}, 4, 3))
+    assert launch_rule(same).grid(same.config.replace(BLOCK_ROWS=4)) == (1024,)  # one value: one explanation
+
+
+def test_a_rows_axis_that_is_itself_a_size_is_not_explained_by_a_loop_tile():
+    """A loop-style row kernel: one program per row (4 rows), BLOCK 1024 walking 4096 columns: cdiv(4096,
+    1024) = 4 is a coincidence as likely as "one program per row"; the axis is kept."""
+    launch = Launch(NORM_BWD, "k", (4,), (_t("x", 4, 4096), _t("y", 4, 4096)), (), (), Config({"BLOCK": 1024}, 4, 3))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK=2048)) == (4,)
+
+
+def test_a_size_a_named_tile_explains_does_not_explain_another_axis_by_coincidence():
+    """Attention style: grid (cdiv(M, BLOCK_M), Z * H) with M = 2048, Z * H = 2 * 16 = 32 = cdiv(2048, 64):
+    BLOCK_N (a loop tile, 64) does not take the batch axis through M's value."""
+    tensors = (_t("q", 2, 16, 2048, 64), _t("o", 2, 16, 2048, 64))
+    launch = Launch(NORM_BWD, "k", (16, 32), tensors, (("M", 2048),), (), Config({"BLOCK_M": 128, "BLOCK_N": 64}, 4, 3))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK_M=64)) == (32, 32)
+    assert rule.grid(launch.config.replace(BLOCK_N=32)) == (16, 32)
+    assert not any("axis 1" in n for n in rule.notes())
+
+
+def test_an_axis_of_one_and_a_tile_as_large_as_its_size_explain_nothing():
+    launch = Launch(NORM_BWD, "k", (4096, 1, 1), (_t("x", 4096, 512),), (), (), Config({"BLOCK_D": 512}, 4, 3))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK_D=256)) == (4096, 1, 1)
+    assert rule.notes() == []
+
+
+# ------------------------------------------------------------------------------ a tile no axis follows
+
+def test_a_tile_no_axis_follows_is_kept_and_tile_roles_decides_whether_it_is_fixed():
+    rows, cols = 8192, 4000
+    launch = Launch(NORM_BWD, "rows_cover_kernel", (rows // 4,), (_t("x_ptr", rows, cols), _t("y_ptr", rows)),
+                    (("n_rows", rows), ("n_cols", cols)), (), Config({"BLOCK_ROWS": 4, "BLOCK_N": 4096}, 4, 3))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK_ROWS=8)) == (rows // 8,)
+    assert rule.grid(launch.config.replace(BLOCK_N=2048)) == (rows // 4,)  # BLOCK_N is on no axis
+    grid_tiles = {name for combo, _ in rule.axes for name, _ in combo}
+    assert grid_tiles == {"BLOCK_ROWS"}
+    # each program covers the row whole: the search keeps BLOCK_N; the backward's column tile loops: free
+    assert covering_tiles(load_kernel(NORM_BWD, "rows_cover_kernel"), launch.config.params, rule) == {"BLOCK_N"}
+    bwd = norm_backward()
+    assert covering_tiles(load_kernel(NORM_BWD, "rows_backward_kernel"), bwd.config.params, launch_rule(bwd)) == set()
