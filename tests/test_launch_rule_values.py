@@ -93,6 +93,19 @@ def test_a_tile_of_one_follows_only_a_size_named_after_it_that_is_the_whole_axis
     assert launch_rule(unnamed).grid(unnamed.config.replace(ROWS_PER_PROGRAM=2)) == (8192,)
 
 
+def test_a_split_k_axis_counts_the_parameter_itself():
+    """GemLite style: grid (cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N), SPLIT_K), N and K constexprs."""
+    tensors = (_t("a_ptr", 16, 4096), _t("b_ptr", 4096, 14336), _t("c_ptr", 16, 14336))
+    config = Config({"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 8, "SPLIT_K": 4},
+                    4, 5)
+    launch = Launch(NORM_BWD, "k", (448, 4), tensors, (("M", 16),), (("N", 14336), ("K", 4096)), config)
+    rule = launch_rule(launch)
+    assert rule.grid(config.replace(SPLIT_K=1)) == (448, 1)
+    assert rule.grid(config.replace(BLOCK_SIZE_N=64, SPLIT_K=2)) == (224, 2)
+    assert rule.grid(config.replace(GROUP_SIZE_M=4, BLOCK_SIZE_K=64)) == (448, 4)
+    assert any("axis 1 = SPLIT_K" in n for n in rule.notes())
+
+
 # ------------------------------------------------------------------------------ refusing to guess
 
 def test_two_tiles_that_explain_an_axis_equally_keep_it_with_a_note():
@@ -112,12 +125,12 @@ def test_a_tile_that_explains_two_axes_equally_keeps_both():
 
 
 def test_two_sizes_of_different_values_that_explain_an_axis_equally_keep_it():
-    launch = Launch(NORM_BWD, "k", (64,), (_t("x", 4090, 8), _t("y", 4096, 8)), (), (),
-                    Config({"BLOCK_ROWS": 64}, 4, 3))
+    launch = Launch(NORM_BWD, "k", (32,), (_t("x", 4090, 8), _t("y", 4096, 8)), (), (),
+                    Config({"BLOCK_ROWS": 128}, 4, 3))
     rule = launch_rule(launch)
-    assert rule.grid(launch.config.replace(BLOCK_ROWS=4)) == (64,)  # 1023 or 1024: not guessed
+    assert rule.grid(launch.config.replace(BLOCK_ROWS=4)) == (32,)  # 1023 or 1024: not guessed
     assert any("kept as recorded" in n for n in rule.notes())
-    same = Launch(NORM_BWD, "k", (64,), (_t("x", 4096, 8), _t("y", 4096, 8)), (), (), Config({"BLOCK_ROWS": 64}, 4, 3))
+    same = Launch(NORM_BWD, "k", (32,), (_t("x", 4096, 8), _t("y", 4096, 8)), (), (), Config({"BLOCK_ROWS": 128}, 4, 3))
     assert launch_rule(same).grid(same.config.replace(BLOCK_ROWS=4)) == (1024,)  # one value: one explanation
 
 

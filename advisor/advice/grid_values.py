@@ -13,7 +13,8 @@ cdiv(S, T) times a factor that does not depend on the config, where
   tile, not a grid tile by coincidence); for any other tile, a **tensor dimension** (evidence that the
   value is a size, where an integer argument may be a flag, a stride or a dtype id), never one a name
   already explained (a sequence length a named tile divides on one axis is no grid size of another tile
-  on the next axis because their numbers agree).
+  on the next axis because their numbers agree);
+- or the term is T itself, where T alone is the whole axis (split-K: SPLIT_K programs per output tile).
 
 A term explains something only if cdiv(S, T) >= 2: a tile as large as its size, a tile of 1 without a
 name, or an axis of 1 tell nothing. Candidates are ranked: first those whose factor is 1 or a tensor
@@ -72,12 +73,19 @@ class Term:
     size: str
     value: int
     named: bool
+    counts_itself: bool = False  # the axis counts the parameter's value (split-K: SPLIT_K programs per tile)
 
     def count(self) -> int:
-        return _cdiv(self.value, self.tile_value)
+        return self.tile_value if self.counts_itself else _cdiv(self.value, self.tile_value)
 
     def describe(self) -> str:
-        return f"cdiv({self.size}, {self.tile})"
+        return self.tile if self.counts_itself else f"cdiv({self.size}, {self.tile})"
+
+    def dim(self) -> Callable[[Config], int]:
+        """The size the launch rule divides by the tile: cdiv(T * T, T) = T for an axis counting T itself."""
+        if self.counts_itself:
+            return lambda c, name=self.tile: int(c[name]) ** 2
+        return lambda c, v=self.value: v
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,7 @@ def _terms(launch: Launch, free: dict[str, int], taken_values: set[int]) -> dict
             out[tile] = [Term(tile, t, n, v, True) for n, v in dict(named).items() if _cdiv(v, t) >= 2]
         elif t >= 2:
             out[tile] = [Term(tile, t, label, d, False) for d, label in dims.items()
-                         if d not in taken_values and _cdiv(d, t) >= 2]
+                         if d not in taken_values and _cdiv(d, t) >= 2] + [Term(tile, t, tile, 0, False, True)]
     return out
 
 
@@ -144,6 +152,8 @@ def _candidates(size: int, terms: dict[str, list[Term]], dims: set[int], sizes: 
             if size % product:
                 continue
             factor = size // product
+            if any(t.counts_itself for t in combo) and (r > 1 or factor > 1):
+                continue  # a power of two divides most axes: only one that is the whole axis tells
             n_named = sum(t.named for t in combo)
             if factor > 1 and n_named < r and factor not in sizes:
                 continue
@@ -190,7 +200,7 @@ def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int]) ->
                          "equally")
             continue
         combo, _ = out[i]
-        out[i] = ([*combo, *((t.tile, (lambda c, v=t.value: v)) for t in e.terms)], e.factor)
+        out[i] = ([*combo, *((t.tile, t.dim()) for t in e.terms)], e.factor)
         how = "names" if all(t.named for t in e.terms) else "values"
         notes.append(f"for other configs, grid axis {i} = {('(names) * ' if combo else '') + e.describe()} "
                      f"(inferred from the recorded launch's {how})")
