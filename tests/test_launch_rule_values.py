@@ -134,6 +134,19 @@ def test_two_sizes_of_different_values_that_explain_an_axis_equally_keep_it():
     assert launch_rule(same).grid(same.config.replace(BLOCK_ROWS=4)) == (1024,)  # one value: one explanation
 
 
+def test_a_tile_whose_value_an_argument_also_has_is_not_guessed():
+    """Per-token group quantisation style: one program per group of 128 (grid 4096 * 4096 / group_size),
+    BLOCK = next_power_of_2(group_size) = 128 covers the group: cdiv(4096, BLOCK) * 4096 is the same number
+    as cdiv(4096, group_size) * 4096, which no config changes."""
+    tensors = (_t("y", 4096, 4096), _t("y_q", 4096, 4096), _t("y_s", 4096, 32))
+    launch = Launch(NORM_BWD, "k", (131072,), tensors, (("group_size", 128), ("n_cols", 4096)), (),
+                    Config({"BLOCK": 128}, 1, 1))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK=256)) == (131072,)
+    (note,) = rule.notes()
+    assert "group_size" in note and "kept as recorded" in note
+
+
 def test_a_rows_axis_that_is_itself_a_size_is_not_explained_by_a_loop_tile():
     """A loop-style row kernel: one program per row (4 rows), BLOCK 1024 walking 4096 columns: cdiv(4096,
     1024) = 4 is a coincidence as likely as "one program per row"; the axis is kept."""

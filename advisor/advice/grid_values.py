@@ -13,7 +13,9 @@ cdiv(S, T) times a factor that does not depend on the config, where
   tile, not a grid tile by coincidence); for any other tile, a **tensor dimension** (evidence that the
   value is a size, where an integer argument may be a flag, a stride or a dtype id), never one a name
   already explained (a sequence length a named tile divides on one axis is no grid size of another tile
-  on the next axis because their numbers agree);
+  on the next axis because their numbers agree), and where an integer argument has the tile's value
+  (group_size 128 beside BLOCK 128), the same numbers with that argument, which no config changes, tie
+  with it;
 - or the term is T itself, where T alone is the whole axis (split-K: SPLIT_K programs per output tile).
 
 A term explains something only if cdiv(S, T) >= 2: a tile as large as its size, a tile of 1 without a
@@ -31,6 +33,7 @@ explanation (they predict the same grid for every config).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable
@@ -74,12 +77,17 @@ class Term:
     value: int
     named: bool
     counts_itself: bool = False  # the axis counts the parameter's value (split-K: SPLIT_K programs per tile)
+    fixed_by: str | None = None  # the same numbers with an argument of the tile's value: no tile at all
 
     def count(self) -> int:
         return self.tile_value if self.counts_itself else _cdiv(self.value, self.tile_value)
 
     def describe(self) -> str:
-        return self.tile if self.counts_itself else f"cdiv({self.size}, {self.tile})"
+        divisor = self.fixed_by or self.tile
+        return divisor if self.counts_itself else f"cdiv({self.size}, {divisor})"
+
+    def twin(self, arg: str) -> Term:
+        return dataclasses.replace(self, fixed_by=arg)
 
     def dim(self) -> Callable[[Config], int]:
         """The size the launch rule divides by the tile: cdiv(T * T, T) = T for an axis counting T itself."""
@@ -96,7 +104,7 @@ class Explanation:
 
     def prediction(self) -> tuple:
         """What the explanation predicts for every config: equal for two sizes of one value."""
-        return tuple(sorted((t.tile, t.value) for t in self.terms)), self.factor
+        return tuple(sorted((t.tile, t.value, t.fixed_by or "") for t in self.terms)), self.factor
 
     def describe(self) -> str:
         if not self.terms:
@@ -128,6 +136,13 @@ def _terms(launch: Launch, free: dict[str, int], taken_values: set[int]) -> dict
         elif t >= 2:
             out[tile] = [Term(tile, t, label, d, False) for d, label in dims.items()
                          if d not in taken_values and _cdiv(d, t) >= 2] + [Term(tile, t, tile, 0, False, True)]
+            # an argument of the tile's value (group_size 128 beside BLOCK 128) makes the same numbers without
+            # the tile: each cdiv term gets a twin over it, so the two tie and the axis is kept (an axis that
+            # is an argument's value, against one counting the tile, is "no tile": a dimension, not any int)
+            twin = next((k for k, v in _int_args(launch).items() if v == t and not k.lower().startswith("stride")
+                         and k not in launch.config.params), None)
+            if twin is not None:
+                out[tile] += [term.twin(twin) for term in out[tile] if not term.counts_itself]
     return out
 
 
@@ -192,7 +207,7 @@ def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int]) ->
                              + ", ".join(sorted(tiles_of[i])) + " is ranked at the recorded grid")
             continue
         (e,) = es
-        if not e.terms:
+        if not e.terms or any(t.fixed_by for t in e.terms):  # a twin never stands alone: kept
             continue
         shared = sorted(t for j, ts in tiles_of.items() if j != i for t in ts & tiles_of[i])
         if shared:
