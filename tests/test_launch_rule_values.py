@@ -115,6 +115,24 @@ def test_two_tiles_that_explain_an_axis_equally_keep_it_with_a_note():
     assert rule.grid(launch.config.replace(BLOCK_COL_SIZE=32)) == (64,)
     (note,) = [n for n in rule.notes() if "kept as recorded" in n]
     assert "BLOCK_COL_SIZE" in note and "BLOCK_ROW_SIZE" in note
+    assert rule.unsure == {"BLOCK_ROW_SIZE", "BLOCK_COL_SIZE"}
+
+
+def test_a_search_ranks_no_config_whose_grid_would_be_a_guess():
+    """Where an axis is kept for two equal explanations, a config changing either tile is left out (its
+    speed-up would come from the recorded grid), unless the caller knows the grid (a variant)."""
+    from advisor.advice.subjects import LaunchSubject
+    from ceilings.hardware import resolve_gpu
+
+    launch = norm_backward(rows=4096, cols=4096, block_rows=64, block_cols=64)
+    smaller = launch.config.replace(BLOCK_ROW_SIZE=32)
+    subject = LaunchSubject(launch, resolve_gpu("h100"), space=[launch.config, smaller])
+    assert "BLOCK_ROW_SIZE" in subject.precheck(smaller) and "does not tell" in subject.precheck(smaller)
+    assert subject.precheck(launch.config.replace(num_warps=8)) is None
+    known = LaunchSubject(launch, resolve_gpu("h100"), space=[launch.config, smaller],
+                          variants={smaller: Launch(launch.source, launch.kernel, (128,), launch.tensors,
+                                                    launch.scalars, (), smaller)})
+    assert known.precheck(smaller) is None and known.launch_for(smaller).grid == (128,)
 
 
 def test_a_tile_that_explains_two_axes_equally_keeps_both():

@@ -16,7 +16,8 @@ cdiv(S, T) times a factor that does not depend on the config, where
   on the next axis because their numbers agree), and where an integer argument has the tile's value
   (group_size 128 beside BLOCK 128), the same numbers with that argument, which no config changes, tie
   with it;
-- or the term is T itself, where T alone is the whole axis (split-K: SPLIT_K programs per output tile).
+- or the term is T itself, where T alone is the whole axis and T is no BLOCK/TILE size (split-K:
+  SPLIT_K programs per output tile).
 
 A term explains something only if cdiv(S, T) >= 2: a tile as large as its size, a tile of 1 without a
 name, or an axis of 1 tell nothing. Candidates are ranked: first those whose factor is 1 or a tensor
@@ -135,7 +136,9 @@ def _terms(launch: Launch, free: dict[str, int], taken_values: set[int]) -> dict
             out[tile] = [Term(tile, t, n, v, True) for n, v in dict(named).items() if _cdiv(v, t) >= 2]
         elif t >= 2:
             out[tile] = [Term(tile, t, label, d, False) for d, label in dims.items()
-                         if d not in taken_values and _cdiv(d, t) >= 2] + [Term(tile, t, tile, 0, False, True)]
+                         if d not in taken_values and _cdiv(d, t) >= 2]
+            if not re.search(r"BLOCK|TILE", tile, re.I):  # a tile is a size; a count (SPLIT_K) may be an axis
+                out[tile].append(Term(tile, t, tile, 0, False, True))
             # an argument of the tile's value (group_size 128 beside BLOCK 128) makes the same numbers without
             # the tile: each cdiv term gets a twin over it, so the two tie and the axis is kept (an axis that
             # is an argument's value, against one counting the tile, is "no tile": a dimension, not any int)
@@ -176,9 +179,11 @@ def _candidates(size: int, terms: dict[str, list[Term]], dims: set[int], sizes: 
     return out
 
 
-def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int]) -> tuple[list[Axis], list[str]]:
+def explain_by_value(launch: Launch, axes: list[Axis],
+                     used_values: set[int]) -> tuple[list[Axis], list[str], set[str]]:
     """`axes` (the names' explanation, one per grid axis) with what is left of each explained by values
-    where one explanation is best; and the notes: each inference, each axis kept for want of one."""
+    where one explanation is best; the notes (each inference, each axis kept for want of one); and the
+    tiles an axis was kept for (a config that changes one has a grid the recorded launch does not tell)."""
     used = {name for combo, _ in axes for name, _ in combo}
     free = {k: v for k, v in launch.config.params.items() if k not in used and _power_of_two(v)}
     terms = _terms(launch, free, used_values)
@@ -196,27 +201,30 @@ def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int]) ->
         distinct = {e.prediction(): e for e in found if e.rank == top}
         best[i] = list(distinct.values())
     notes: list[str] = []
+    unsure: set[str] = set()
     out = list(axes)
     tiles_of = {i: {t.tile for e in es for t in e.terms} for i, es in best.items()}
     for i, es in sorted(best.items()):
         if len(es) > 1:
             if any(e.terms for e in es):
-                notes.append(f"grid axis {i} ({axes[i][1]} left by the names) kept as recorded for every config: "
+                unsure |= tiles_of[i]
+                notes.append(f"grid axis {i} ({axes[i][1]} left by the names) kept as recorded: "
                              + " and ".join(e.describe() for e in es[:3])
-                             + " explain it equally, so a config that changes "
-                             + ", ".join(sorted(tiles_of[i])) + " is ranked at the recorded grid")
+                             + " explain it equally, so configs that change "
+                             + ", ".join(sorted(tiles_of[i])) + " are not ranked unless the host code is re-run")
             continue
         (e,) = es
         if not e.terms or any(t.fixed_by for t in e.terms):  # a twin never stands alone: kept
             continue
         shared = sorted(t for j, ts in tiles_of.items() if j != i for t in ts & tiles_of[i])
         if shared:
+            unsure |= set(shared)
             notes.append(f"grid axis {i} kept as recorded: {', '.join(shared)} explains it and another axis "
-                         "equally")
+                         "equally, so configs that change it are not ranked unless the host code is re-run")
             continue
         combo, _ = out[i]
         out[i] = ([*combo, *((t.tile, t.dim()) for t in e.terms)], e.factor)
         how = "names" if all(t.named for t in e.terms) else "values"
         notes.append(f"for other configs, grid axis {i} = {('(names) * ' if combo else '') + e.describe()} "
                      f"(inferred from the recorded launch's {how})")
-    return out, notes
+    return out, notes, unsure

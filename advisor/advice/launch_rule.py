@@ -140,6 +140,7 @@ class LaunchRule:
     axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]]
     padded: list[PaddedSize]
     inferred: list[str] = field(default_factory=list)  # what the values explained, and what they could not
+    unsure: frozenset[str] = frozenset()  # tiles an axis was kept for: two explanations explained it equally
 
     def grid(self, config: Config) -> tuple[int, ...]:
         return tuple(factor * math.prod(_cdiv(dim(config), int(config[name])) for name, dim in combo)
@@ -161,6 +162,14 @@ class LaunchRule:
         tensors = tuple(_resized(t, resize) for t in base.tensors)
         return Launch(base.source, base.kernel, self.grid(config), tensors, tuple(scalars.items()), base.constexprs,
                       config)
+
+    def unknown_grid(self, config: Config) -> str | None:
+        """Why this rule cannot give `config` its grid: it changes a tile an axis was kept for (its note)."""
+        changed = sorted(t for t in self.unsure if config.params.get(t) != self.launch.config.params.get(t))
+        if not changed:
+            return None
+        return (f"changes {', '.join(changed)}, whose effect on the grid the recorded launch does not tell "
+                "(two explanations of a grid axis tie; see the notes)")
 
     def notes(self) -> list[str]:
         return [f"for other configs, {p.describe()} (inferred from the recorded launch), with the grid and the "
@@ -216,5 +225,5 @@ def launch_rule(launch: Launch) -> LaunchRule:
     padded = [p for p in padded if p.tile in used]
     # sizes the names explained: no value coincidence may explain another axis with them
     named_values = {dim(current) for combo, _ in axes for _, dim in combo}
-    axes, inferred = explain_by_value(launch, axes, named_values)
-    return LaunchRule(launch, axes, padded, inferred)
+    axes, inferred, unsure = explain_by_value(launch, axes, named_values)
+    return LaunchRule(launch, axes, padded, inferred, frozenset(unsure))

@@ -303,6 +303,10 @@ class LaunchSubject(Subject):
     def precheck(self, config: Config) -> str | None:
         if set(config.params) != set(self.current.params):
             return "sets other parameters than the kernel's launch"
+        if self.relaunch is None and self.grid == self.rule.grid and config not in self.variants:
+            unknown = self.rule.unknown_grid(config)  # its grid would be a guess: no speed-up claimed from it
+            if unknown:
+                return unknown
         compiled = self._compiled.get(config)
         if compiled is None and config == self.current:  # compiled for its ceiling in any case
             try:
