@@ -81,6 +81,7 @@ _LABEL = re.compile(r"^(?P<name>[.$\w]+):\s*$")
 _TARGET = re.compile(r"`\((?P<label>[^)]+)\)")
 # `-hex` prints each 128-bit instruction as two 64-bit words, the second alone on the next line.
 _HIGH_WORD = re.compile(r"^\s*/\*\s*0x(?P<word>[0-9a-f]{16})\s*\*/\s*$")
+_LOW_WORD = re.compile(r"\s*/\*\s*0x[0-9a-f]{16}\s*\*/\s*$")
 _MMA_SHAPE = re.compile(r"\.(\d+)x(\d+)x(\d+)")
 _HMMA_SHAPE = re.compile(r"\.(\d{2})(\d)(\d{1,2})\b")
 
@@ -183,7 +184,8 @@ def parse_sass(text: str) -> dict[str, Function]:
         if current is None:
             continue
         target = _TARGET.search(m.group("rest"))
-        instr = Instruction(int(m.group("addr"), 16), m.group("op"), m.group("mods"), line.strip(),
+        text = _LOW_WORD.sub("", line).strip()  # the instruction as without -hex: readers of operands use it
+        instr = Instruction(int(m.group("addr"), 16), m.group("op"), m.group("mods"), text,
                             bool(m.group("pred")), target.group("label") if target else None, source_line)
         for name in pending_labels:
             current.labels[name] = len(current.instructions)

@@ -136,3 +136,25 @@ def test_demands_without_issue_counts_keep_their_pipelines():
     d = Demand(kernel="k", ctas=132, active_ctas=132, warps_per_cta=4, instructions_per_cta={"fma": 1000.0})
     c = roofline(d, H100.rates)
     assert "issue" not in c.pipelines and "chain" not in c.pipelines and c.binding == "fma"
+
+
+
+def test_the_encodings_change_no_operand_reading():
+    # The unroll readers parse operands from the instruction's text: with -hex, each line ends in its low
+    # word, which must not read as an operand (the 14x byte-counter unroll of RESULTS 17 was lost so, and
+    # its loop weighted 14 times too many).
+    from ceilings.unroll import induction_unroll
+    from tests.test_floor_exceptions import counted_listing
+
+    bare = counted_listing(14, "MOV R17, RZ ;", "0x3800")
+    lines = []
+    for line in bare.splitlines():
+        if "/*" in line:
+            line += "  /* 0x0000000402007981 */\n" + " " * 75 + "/* 0x000fc80000000005 */"
+        lines.append(line)
+    fn = parse_sass("\n".join(lines))["kernel"]
+    assert all(i.stall == 4 and "0x0000000402007981" not in i.text for i in fn.instructions)
+    assert [i.text for i in fn.instructions] == [i.text for i in parse_sass(bare)["kernel"].instructions]
+    cfg = build_cfg(fn)
+    (loop,) = cfg.loops
+    assert induction_unroll(fn, cfg, loop, 1, 112) == 14
