@@ -6,7 +6,8 @@ skips this builds a different kernel. So this module runs the JIT's own binder o
 launch's arguments (fake tensors with the right dtype and a 16-byte aligned address, the real
 integer values), then `triton.compile` for the target. Registers, local memory and SASS come from
 the `cuobjdump` and `nvdisasm` that ship inside Triton. Results are cached on disk, keyed by the
-kernel's source hash, the specialisation, the options, the arch and the Triton version.
+kernel's source hash, the specialisation, the options, the arch, the Triton version and the form of
+the listing (a listing without encodings, from before the issue floors, is not reused).
 
 Tested with Triton 3.9 (here) and 3.6 (the GPU machines); the binder API is internal to Triton and
 is reached through `_binder_and_pack`, the one place to adapt for other versions.
@@ -316,8 +317,10 @@ def _resource_usage(cubin: bytes) -> dict:
         f.flush()
         out = subprocess.run([_tool("cuobjdump"), "--dump-resource-usage", f.name], capture_output=True,
                              text=True, check=True).stdout
-        sass = subprocess.run([_tool("nvdisasm"), "-c", "-gi", f.name], capture_output=True, text=True,
-                              check=True).stdout  # -gi: each instruction's source line, for ceilings.sass_map
+        # -gi: each instruction's source line, for ceilings.sass_map; -hex: the encodings, whose control
+        # bits carry the stall counts (ceilings.sass.stall_count) of the issue floors (ceilings.issue).
+        sass = subprocess.run([_tool("nvdisasm"), "-c", "-gi", "-hex", f.name], capture_output=True, text=True,
+                              check=True).stdout
     usage = {key.lower(): int(value) for key, value in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", out)}
     return {"registers": usage.get("reg"), "local_bytes": usage.get("local", 0) + usage.get("stack", 0),
             "sass": sass}
@@ -347,7 +350,7 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
     key_text = json.dumps([fn.cache_key, signature, sorted((str(k), str(v)) for k, v in constexprs.items()),
                            sorted((str(k), str(v)) for k, v in attrs.items()), sorted(options.__dict__.items(),
                                                                                       key=lambda kv: kv[0]),
-                           arch, triton.__version__, "sass-line-info"], default=str)
+                           arch, triton.__version__, "sass-line-info-hex"], default=str)
     key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
     path = cache_dir() / f"{key}.json"
     if use_cache and path.exists():

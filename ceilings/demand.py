@@ -91,6 +91,8 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
         # options (ptxas 13.4 spills kernels at 32 registers that ptxas 12.9 builds spill-free with
         # 162): a compile of the same kernel may have none, so the floor counts no local-memory access.
         per_warp[:, _COLUMN["lsu"]] -= per_warp[:, _COLUMN["local"]]
+        per_warp[:, _COLUMN["issued"]] -= per_warp[:, _COLUMN["local"]]
+        per_warp[:, _COLUMN["issue_cycles"]] -= per_warp[:, _COLUMN["local_cycles"]]
     per_cta = per_warp * warps
     descriptors = [t for t in launch.tensors if t.block_shape]
     tma_bytes = np.zeros(len(classes.counts))
@@ -115,7 +117,8 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     instructions = {p: mean(per_cta[:, _COLUMN[p]]) for p in PIPES}
     work_of = [(float(n), {**{p: float(per_cta[j, _COLUMN[p]]) for p in PIPES}, "tensor": float(flops_per_cta[j]),
                            "tensor_instructions": float(per_cta[j, _COLUMN["tensor"]]),
-                           "smem": float(smem_per_cta[j])}) for j, n in enumerate(counts)]
+                           "smem": float(smem_per_cta[j]), **issue_work(per_warp[j], warps)})
+               for j, n in enumerate(counts)]
     dram, touched = _dram_bytes(launch, ir, classes, floor, float(counts @ l2_per_cta))
     kind, dtype = _mma(placement)
     demand_notes = list(notes)
@@ -133,6 +136,14 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
                   registers=compiled.registers, local_bytes=compiled.local_bytes,
                   source="generic (SASS x evaluated control flow)" + ("" if floor else ", expected"),
                   notes=demand_notes, cta_classes=work_of, working_set_bytes=touched)
+
+
+def issue_work(per_warp: np.ndarray, warps: int) -> dict[str, float]:
+    """A CTA's work for the issue floors (`ceilings.roofline`): its warp instructions ("issue"), one warp's
+    least cycles from its first issue to its last ("chain": the stall counts along its path) and the sum
+    over its warps ("warp_cycles"). Every warp of the CTA is counted as running the same path."""
+    return {"issue": float(per_warp[_COLUMN["issued"]] * warps), "chain": float(per_warp[_COLUMN["issue_cycles"]]),
+            "warp_cycles": float(per_warp[_COLUMN["issue_cycles"]] * warps)}
 
 
 def _working(ir: KernelIR, placement: Placement, weights: np.ndarray) -> np.ndarray:

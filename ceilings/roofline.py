@@ -11,6 +11,13 @@ When CTAs differ in work (`Demand.cta_classes`: a persistent grid-stride loop gi
 row more; CTAs past a bound exit at once), the busiest SM's share of each pipeline is bounded below
 by `busiest_sm_work`: the larger of the average over SMs and, for every k, the k+1 smallest of the
 k x SMs + 1 largest CTAs (some SM runs k+1 of them), whatever the order the hardware hands them out.
+
+Two floors do not belong to a pipeline (`issue_floors`; the generic path gives the work they need):
+"issue": an SM's 4 sub-partitions issue at most one warp instruction a cycle each, whatever the pipe,
+so the busiest SM's warp instructions / (4 x clock); "chain": a warp issues its next instruction no
+sooner than its stall count allows (the control bits, `ceilings.sass.stall_count`), so it lasts at least
+the sum of its stall counts along its path, and the busiest SM, with at most max_warps_per_sm warps
+resident, at least its warps' sums over that many. Both at the boost clock, the highest the SM runs.
 """
 
 from __future__ import annotations
@@ -22,7 +29,11 @@ import numpy as np
 
 from ceilings.hardware import GPUSpec, Rates
 
-PIPELINES = ("tensor", "fma", "alu", "xu", "lsu", "smem", "l2", "dram", "launch")
+# "issue" and "chain" come last so that the positions of the others (the model's binding_index) stay.
+PIPELINES = ("tensor", "fma", "alu", "xu", "lsu", "smem", "l2", "dram", "launch", "issue", "chain")
+# Warp schedulers (SM sub-partitions) per SM, each issuing at most one warp instruction a cycle: Volta
+# to Blackwell (the Volta, Ampere and Hopper architecture whitepapers: "four processing blocks").
+SUB_PARTITIONS = 4
 
 
 @dataclass
@@ -145,6 +156,27 @@ def demand_detail(demand: Demand) -> dict:
     return out
 
 
+def issue_floors(demand: Demand, spec: GPUSpec) -> tuple[float | None, float | None]:
+    """(issue, chain) floors in us, or None where the demand has no issue counts (the exact families).
+
+    issue: the busiest SM's warp instructions over SUB_PARTITIONS x the boost clock.
+    chain: the larger of one warp's stall-count sum (any CTA that runs lasts that long) and the busiest
+    SM's sum over its warps divided by the warps that can be resident at once, by the warp and CTA limits
+    alone (registers and shared memory are the compiler's choice: a smaller allocation elsewhere would fit
+    more warps, so they do not tighten this floor).
+    """
+    classes = demand.cta_classes
+    if not classes or not any("issue" in work for _, work in classes):
+        return None, None
+    clock = spec.boost_clock_ghz * 1e9
+    sms = spec.sms
+    issue_us = demand.busiest_sm_work("issue", sms) / (SUB_PARTITIONS * clock) * 1e6
+    longest = max((work.get("chain", 0.0) for n, work in classes if round(n) > 0), default=0.0)
+    resident = min(spec.max_warps_per_sm, spec.max_blocks_per_sm * max(demand.warps_per_cta, 1))
+    chain_us = max(longest, demand.busiest_sm_work("warp_cycles", sms) / resident) / clock * 1e6
+    return issue_us, chain_us
+
+
 def occupancy(spec: GPUSpec, warps_per_cta: int, registers: int | None, shared_bytes: int | None) -> int:
     """CTAs that fit on one SM at once, limited by warps, blocks, registers and shared memory."""
     limits = [spec.max_blocks_per_sm, spec.max_warps_per_sm // max(warps_per_cta, 1)]
@@ -212,6 +244,9 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
         "dram": dram_bytes / (rates.dram_tbs * 1e12) * 1e6,
         "launch": rates.launch_us,
     }
+    issue_us, chain_us = issue_floors(demand, spec)
+    if issue_us is not None:  # the generic path's; the exact families' ceilings keep their pipelines
+        pipelines.update(issue=issue_us, chain=chain_us)
     if rates.l2_tbs is None:
         notes.append(f"L2 bandwidth of {spec.name} unknown (run `advisor calibrate`); L2 time left out")
     # The L2 rate is a probe's reach, not a roof: on an H100 the probe reads 7.4-8.7 TB/s while the

@@ -1,7 +1,7 @@
 """Generic per-pipeline instruction counts of any compiled kernel, from its SASS and TTGIR.
 
-1. Parse `nvdisasm -c -gi` output into instructions with addresses, labels, branch targets and
-   source lines.
+1. Parse `nvdisasm -c -gi -hex` output into instructions with addresses, labels, branch targets,
+   source lines and the stall count of each instruction's control bits (`Instruction.stall`).
 2. Build the control-flow graph of the kernel function, find natural loops (back edges to a
    dominating block), and nest them.
 3. `weigh` / `count_instructions`: match the SASS loops, outermost first in address order, to the
@@ -79,6 +79,9 @@ _INSTR = re.compile(r"^\s*/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?P<pred>@!?U?P[T0-9]+\
                     r"(?P<mods>(?:\.[A-Za-z0-9_]+)*)(?P<rest>[^;]*);")
 _LABEL = re.compile(r"^(?P<name>[.$\w]+):\s*$")
 _TARGET = re.compile(r"`\((?P<label>[^)]+)\)")
+# `-hex` prints each 128-bit instruction as two 64-bit words, the second alone on the next line.
+_HIGH_WORD = re.compile(r"^\s*/\*\s*0x(?P<word>[0-9a-f]{16})\s*\*/\s*$")
+_LOW_WORD = re.compile(r"\s*/\*\s*0x[0-9a-f]{16}\s*\*/\s*$")
 _MMA_SHAPE = re.compile(r"\.(\d+)x(\d+)x(\d+)")
 _HMMA_SHAPE = re.compile(r"\.(\d{2})(\d)(\d{1,2})\b")
 
@@ -92,6 +95,14 @@ class Instruction:
     predicated: bool
     target: str | None = None
     line: int | None = None  # source line of the outermost frame (`nvdisasm -gi`), None without line info
+    stall: int | None = None  # stall count of the control bits (`nvdisasm -hex`), None without encodings
+
+    @property
+    def issue_cycles(self) -> int:
+        """Cycles at least between this instruction's issue and the next of the same warp: its stall
+        count (`stall_count`), and at least 1 (a warp issues at most one instruction a cycle); 1 where
+        the listing has no encodings."""
+        return max(self.stall or 1, 1)
 
     @property
     def pipe(self) -> str:
@@ -120,6 +131,17 @@ class Instruction:
             m, n, k = (int(x) for x in shape.groups())
             return 2.0 * m * n * k
         return 0.0
+
+
+def stall_count(high_word: int) -> int:
+    """The stall count in the control bits of a Volta-and-later instruction, from the high 64-bit word of
+    its encoding: bits 105-108 of the 128-bit instruction (bits 41-44 of the high word), then yield (109),
+    write and read barrier (110-112, 113-115), wait mask (116-121) and reuse flags (122-125), as Jia et
+    al. decode them ("Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking", 2018, section
+    2.1). The scheduler waits that many cycles before it issues the warp's next instruction; scoreboard
+    waits only add to it. Checked on sm_90 SASS: a dependent FFMA chain carries 4 (the FMA latency), an
+    independent one 1 (tests/test_issue_floor.py)."""
+    return (high_word >> 41) & 0xF
 
 
 @dataclass
@@ -154,10 +176,16 @@ def parse_sass(text: str) -> dict[str, Function]:
             pending_labels.append(label.group("name"))
             continue
         m = _INSTR.match(line)
-        if not m or current is None:
+        if not m:
+            high = _HIGH_WORD.match(line)
+            if high and current is not None and current.instructions and current.instructions[-1].stall is None:
+                current.instructions[-1].stall = stall_count(int(high.group("word"), 16))
+            continue
+        if current is None:
             continue
         target = _TARGET.search(m.group("rest"))
-        instr = Instruction(int(m.group("addr"), 16), m.group("op"), m.group("mods"), line.strip(),
+        text = _LOW_WORD.sub("", line).strip()  # the instruction as without -hex: readers of operands use it
+        instr = Instruction(int(m.group("addr"), 16), m.group("op"), m.group("mods"), text,
                             bool(m.group("pred")), target.group("label") if target else None, source_line)
         for name in pending_labels:
             current.labels[name] = len(current.instructions)

@@ -61,7 +61,12 @@ from ceilings.unroll import BODY_WORK, unroll_shares
 
 PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma", "other")
 # "local": warp instructions that access local memory (LDL/STL: register spills), also counted in "lsu".
-QUANTITIES = PIPES + ("tensor_flops", "global_bytes", "shared_bytes", "tma_loads", "local")
+# "issued": every warp instruction the kernel function issues (BRA, NOP and DEPBAR too, which count in no
+# pipeline); "issue_cycles": the least cycles between each and the warp's next (`Instruction.issue_cycles`);
+# "local_cycles": those of the spill code. A subroutine's body is in none of the three (a floor: which of
+# its instructions run is not known), only the CALL.
+QUANTITIES = PIPES + ("tensor_flops", "global_bytes", "shared_bytes", "tma_loads", "local", "issued",
+                      "issue_cycles", "local_cycles")
 _GLOBAL = ("LDG", "STG", "REDG", "ATOMG", "RED", "ATOM")
 _LOCAL = ("LDL", "STL")
 _VOTE_SHARE = 0.25
@@ -134,6 +139,10 @@ def _table(fn: Function, cfg: CFG, functions: Mapping[str, Function], cold_calle
         if j not in cfg.reachable:
             continue
         for ins in fn.instructions[s:e]:
+            table[j, column["issued"]] += 1
+            table[j, column["issue_cycles"]] += ins.issue_cycles
+            if ins.opcode in _LOCAL:
+                table[j, column["local_cycles"]] += ins.issue_cycles
             body = [ins]
             if ins.opcode == "CALL" and ins.target in functions and ins.target not in cold_callees:
                 body += functions[ins.target].instructions  # a subroutine's body, once per call

@@ -103,11 +103,12 @@ def test_predict_text_and_json_show_the_warm_l2_assumption_and_the_model_s_data(
 
 def test_l2_is_never_a_share_of_the_ceiling(capsys):
     """The persistent softmax moves more through L2 than its binding pipeline needs time for: its L2 row
-    says it is not a roof instead of a share over 100%."""
-    assert main(["ceiling", SOFTMAX, "--call", "softmax(randn(4096, 781))", "--format", "json"]) == 0
+    says it is not a roof instead of a share over 100%. (At 4096 x 781 the issue-slot floor, RESULTS 23, now
+    lies above the L2 time; at 2048 x 2048 the L2 time is still above the ceiling.)"""
+    assert main(["ceiling", SOFTMAX, "--call", "softmax(randn(2048, 2048))", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["pipelines"]["l2"] > doc["ceiling_us"]  # the case the table must not show as a share
-    assert main(["ceiling", SOFTMAX, "--call", "softmax(randn(4096, 781))"]) == 0
+    assert main(["ceiling", SOFTMAX, "--call", "softmax(randn(2048, 2048))"]) == 0
     out = capsys.readouterr().out
     shares = [int(s) for s in re.findall(r"(\d+)%", out)]
     assert shares and max(shares) <= 100

@@ -207,7 +207,8 @@ def test_numpy_trees_equal_xgboost_and_need_no_xgboost(tmp_path):
         assert np.allclose(got, want, atol=1e-5, rtol=0)
     code = ("import sys; sys.modules['xgboost'] = None; from advisor.model.predict import LatencyModel; "
             "m = LatencyModel.load(); "
-            "import numpy as np; m.predict_log_ratio(np.zeros((3, len(m.meta['features'])), np.float32)); "
+            "import numpy as np; from advisor.model.features import FEATURES; "
+            "m.predict_log_ratio(np.zeros((3, len(FEATURES)), np.float32)); "
             "print(type(m.median).__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
