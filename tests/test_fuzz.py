@@ -227,7 +227,7 @@ def traces(draw) -> bytes:
     return draw(damaged(json.dumps(doc)))
 
 
-TRACE_SETTINGS, TRACE_SLOW = _budget(200)
+TRACE_SETTINGS, TRACE_SLOW = _budget(100)
 
 
 def _trace_case(tmp_path_factory, data: bytes) -> None:
@@ -350,7 +350,7 @@ def kernel_files(draw) -> bytes:
     return draw(damaged(text))
 
 
-KERNEL_SETTINGS, KERNEL_SLOW = _budget(200)
+KERNEL_SETTINGS, KERNEL_SLOW = _budget(100)
 
 
 def _kernel_case(tmp_path_factory, data: bytes) -> None:
@@ -385,7 +385,7 @@ CONFIGS = st.builds(lambda params, w, s: (params, w, s),
                                                      "GROUP_M", "GROUP_SIZE_M", "EVEN_K", "SPLIT"]),
                                     st.one_of(INTS, SCALARS), max_size=5),
                     st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128]), st.integers(1, 10))
-VALIDATOR_SETTINGS, VALIDATOR_SLOW = _budget(900)
+VALIDATOR_SETTINGS, VALIDATOR_SLOW = _budget(1100)
 
 
 def _validator_case(case, gpu: str) -> None:
