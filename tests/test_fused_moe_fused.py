@@ -42,6 +42,18 @@ def routing(kind: str, m, e, top_k, gen):
     return make_routing(m, e, top_k, max(top_k, e - 2), gen)
 
 
+def small_layer(kind: str):
+    """(seed, (hidden, w1, w2, topk weights, topk ids)) of a small layer (29 tokens, 8 experts, top 2) under
+    `kind` routing, from a fresh seeded generator."""
+    gen, seed = fresh_generator()
+    m, e, top_k, h, inter = 29, 8, 2, 64, 48
+    weights, ids, unused = routing(kind, m, e, top_k, gen)
+    hidden = torch.randn(m, h, generator=gen).to(torch.bfloat16)
+    w1 = random_weights(e, 2 * inter, h, torch.bfloat16, gen, unused)
+    w2 = random_weights(e, h, inter, torch.bfloat16, gen, unused)
+    return seed, (hidden, w1, w2, weights, ids)
+
+
 GATED_CASES = [
     # M, E, top_k, K, I, (BM, BN, BK, GM), routing
     pytest.param(1, 8, 2, 64, 32, (16, 64, 32, 1), "uniform", id="M1-even"),
@@ -141,12 +153,7 @@ def test_persistent_plain_gemm_matches_reference(device, b_tma):
     ids=["act", "sum", "act+sum", "act+sum+persistent", "act-il", "act-il+sum+persistent"])
 @pytest.mark.parametrize("kind", ["uniform", "hot"])
 def test_fused_layer_matches_reference(monkeypatch, device, fuse_act, fuse_sum, persistent, interleaved, kind):
-    gen, seed = fresh_generator()
-    m, e, top_k, h, inter = 29, 8, 2, 64, 48
-    weights, ids, unused = routing(kind, m, e, top_k, gen)
-    hidden = torch.randn(m, h, generator=gen).to(torch.bfloat16)
-    w1 = random_weights(e, 2 * inter, h, torch.bfloat16, gen, unused)
-    w2 = random_weights(e, h, inter, torch.bfloat16, gen, unused)
+    seed, (hidden, w1, w2, weights, ids) = small_layer(kind)
     ref = fused_moe_reference(hidden, w1, w2, weights, ids)
     w1_used = ff.interleave_gate_up(w1) if interleaved else w1
     args = [t.to(device) for t in (hidden, w1_used, w2, weights, ids)]
@@ -154,7 +161,7 @@ def test_fused_layer_matches_reference(monkeypatch, device, fuse_act, fuse_sum, 
         out = ff.fused_moe_fused(*args, config=make_config(16, 64, 32, 2), config2=make_config(32, 32, 32, 1),
                                  fuse_act=fuse_act, fuse_sum=fuse_sum, persistent=persistent,
                                  w1_interleaved=interleaved)
-    assert out.shape == (m, h) and out.dtype == torch.bfloat16
+    assert out.shape == hidden.shape and out.dtype == torch.bfloat16
     assert not torch.isnan(out).any(), f"NaN in the layer output (seed {seed})"
     err = rel_error(out, ref)
     assert err < TOLERANCE, f"relative error {err:.2e} (seed {seed})"
@@ -238,12 +245,7 @@ def test_variant_compiles_for_sm90(gemm, variant, warps):
 def test_layer_with_triton_align_equals_the_torch_align_path(device, kind):
     """Both aligns give identical routing tables, so the layer's output is the same bit for bit; GEMM2's M
     block differs from GEMM1's (the Triton align then scatters the one count twice)."""
-    gen, seed = fresh_generator()
-    m, e, top_k, h, inter = 29, 8, 2, 64, 48
-    weights, ids, unused = routing(kind, m, e, top_k, gen)
-    hidden = torch.randn(m, h, generator=gen).to(torch.bfloat16)
-    w1 = random_weights(e, 2 * inter, h, torch.bfloat16, gen, unused)
-    w2 = random_weights(e, h, inter, torch.bfloat16, gen, unused)
+    seed, (hidden, w1, w2, weights, ids) = small_layer(kind)
     args = [t.to(device) for t in (hidden, ff.interleave_gate_up(w1), w2, weights, ids)]
     outs = [ff.fused_moe_fused(*args, config=make_config(16, 64, 32, 2), config2=make_config(32, 32, 32, 1),
                                fuse_sum=False, w1_interleaved=True, align=align) for align in ("triton", "torch")]
