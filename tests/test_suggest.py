@@ -146,6 +146,18 @@ def test_apply_engine_file_diff_dry_run_write_idempotent(capsys, tmp_path):
     assert code == 0 and "nothing to change" in out3 and json.loads(path.read_text()) == after
 
 
+def _matmul_file_and_trace(tmp_path, kernel_text: str):
+    """The fixture matmul written as `kernel_text`, and a trace of its launch at M64 N64 K32 G8 w4 s2."""
+    kernel = tmp_path / "matmul_kernel.py"
+    kernel.write_text(kernel_text)
+    launch = json.loads((FIXTURES / "matmul_launch.json").read_text())
+    launch["config"] = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 2}
+    launch["grid"] = [32 * 64]
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(launch))
+    return kernel, trace
+
+
 def test_apply_adds_the_suggestion_to_an_autotune_list(capsys, tmp_path):
     src = (FIXTURES / "matmul_kernel.py").read_text()
     decorated = src.replace("@triton.jit\n", (
@@ -158,13 +170,7 @@ def test_apply_adds_the_suggestion_to_an_autotune_list(capsys, tmp_path):
         "    ],\n"
         "    key=['M', 'N', 'K'],\n"
         ")\n@triton.jit\n"), 1)
-    kernel = tmp_path / "matmul_kernel.py"
-    kernel.write_text(decorated)
-    launch = json.loads((FIXTURES / "matmul_launch.json").read_text())
-    launch["config"] = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 2}
-    launch["grid"] = [32 * 64]
-    trace = tmp_path / "trace.json"
-    trace.write_text(json.dumps(launch))
+    kernel, trace = _matmul_file_and_trace(tmp_path, decorated)
     code, out, err = run_cli(["suggest", str(kernel), "--trace", str(trace), "--format", "json",
                               "--min-speedup", "1.0", "--no-confirm"], capsys)
     assert code in (0, 1), err
@@ -285,13 +291,7 @@ def test_an_autotune_list_that_tunes_some_parameters_keeps_the_others_as_launche
               "    ],\n"
               "    key=['M', 'N', 'K'],\n"
               ")\n@triton.jit\n")
-    kernel = tmp_path / "matmul_kernel.py"
-    kernel.write_text(src.replace("@triton.jit\n", listed, 1))
-    launch = json.loads((FIXTURES / "matmul_launch.json").read_text())
-    launch["config"] = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 2}
-    launch["grid"] = [32 * 64]
-    trace = tmp_path / "trace.json"
-    trace.write_text(json.dumps(launch))
+    kernel, trace = _matmul_file_and_trace(tmp_path, src.replace("@triton.jit\n", listed, 1))
     code, out, err = run_cli(["suggest", str(kernel), "--trace", str(trace), "--format", "json",
                               "--min-speedup", "1.0", "--no-confirm"], capsys)
     assert code in (0, 1), err
