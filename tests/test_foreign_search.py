@@ -134,14 +134,19 @@ def test_guided_pick_finds_a_best_config_three_knobs_away_within_budget():
     assert set(picked) <= set(space)
 
 
-def test_the_search_never_proposes_values_outside_a_declared_space(monkeypatch):
+def _declared_space_subject(monkeypatch):
+    """The fixture matmul's launch with a declared space of 24 configs and a compile budget of 6."""
     from advisor.capture.trace import read_trace
 
     launch = read_trace(FIXTURES / "matmul_launch.json").launches[0]
     declared = [launch.config.replace(BLOCK_M=m, BLOCK_N=n, num_warps=w, num_stages=s)
                 for m in (64, 128) for n in (64, 128, 256) for w in (4, 8) for s in (3, 4)]
-    subject = LaunchSubject(launch, resolve_gpu("h100"), space=declared)
     monkeypatch.setattr(LaunchSubject, "max_configs", 6)
+    return LaunchSubject(launch, resolve_gpu("h100"), space=declared), declared
+
+
+def test_the_search_never_proposes_values_outside_a_declared_space(monkeypatch):
+    subject, declared = _declared_space_subject(monkeypatch)
     monkeypatch.setattr(subject, "_predicted_us", lambda configs: [1.0 / c["BLOCK_N"] + c.num_warps for c in configs])
     space = subject.space()
     assert len(space) <= 6 and set(space) <= set(declared)
@@ -150,13 +155,7 @@ def test_the_search_never_proposes_values_outside_a_declared_space(monkeypatch):
 
 
 def test_the_guided_pick_is_made_once_and_noted_once(monkeypatch):
-    from advisor.capture.trace import read_trace
-
-    launch = read_trace(FIXTURES / "matmul_launch.json").launches[0]
-    declared = [launch.config.replace(BLOCK_M=m, BLOCK_N=n, num_warps=w, num_stages=s)
-                for m in (64, 128) for n in (64, 128, 256) for w in (4, 8) for s in (3, 4)]
-    subject = LaunchSubject(launch, resolve_gpu("h100"), space=declared)
-    monkeypatch.setattr(LaunchSubject, "max_configs", 6)
+    subject, declared = _declared_space_subject(monkeypatch)
     calls = []
     monkeypatch.setattr(subject, "_predicted_us",
                         lambda configs: calls.append(1) or [float(c.num_warps) for c in configs])
