@@ -51,8 +51,9 @@ class TmuxSession:
         """Send tmux key names (Enter, Tab, q), or with `literal` the text as typed."""
         self.tmux("send-keys", "-t", self.name, *(["-l"] if literal else []), *keys)
 
-    def wait_for(self, pattern: str, timeout: float = 120, poll: float = 0.3) -> str:
-        """The screen once the regular expression `pattern` appears on it; fails the test after `timeout` s."""
+    def wait_for(self, pattern: str, timeout: float = 120, poll: float = 0.3, fail: bool = True) -> str:
+        """The screen once the regular expression `pattern` appears on it; after `timeout` s fails the test, or
+        with `fail=False` returns an empty string."""
         end = time.monotonic() + timeout
         screen = ""
         while time.monotonic() < end:
@@ -60,7 +61,21 @@ class TmuxSession:
             if re.search(pattern, screen):
                 return screen
             time.sleep(poll)
+        if not fail:
+            return ""
         pytest.fail(f"{pattern!r} did not appear; the screen:\n{screen}")
+
+    def wait_gone(self, pattern: str, timeout: float = 60, poll: float = 0.3) -> str:
+        """The screen once `pattern` has left it (a closed dialog), so the next key reaches the screen below;
+        a fixed sleep loses keys when the machine is loaded (parallel test workers)."""
+        end = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < end:
+            screen = self.screen()
+            if not re.search(pattern, screen):
+                return screen
+            time.sleep(poll)
+        pytest.fail(f"{pattern!r} stayed on the screen; the screen:\n{screen}")
 
     def close(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, env=self.env)
