@@ -43,7 +43,8 @@ from ceilings.launch import Config  # noqa: E402
 CASES = (("mixtral-8x7b", 2, (1024, 4096)), ("qwen2-57b-a14b", 2, (1024, 4096)), ("qwen3-30b-a3b", 4, (1, 1024, 4096)))
 DRY_SHAPES = (("dry-a", 8, 2, 64, 48, (37,)), ("dry-b", 16, 4, 96, 64, (29,)))
 VARIANTS = ("fused-il", "paired", "paired-persistent", "paired-ws", "whole-ws", "sorted-a", "sorted-a-gemm",
-            "sorted-a-ws")
+            "sorted-a-ws", "whole-persistent", "whole-persistent-flat", "sorted-a-persistent",
+            "sorted-a-persistent-flat")
 TILES = ("M128 N256 K64 G1 w8 s3", "M128 N256 K64 G1 w8 s4", "M128 N256 K64 G16 w8 s3", "M128 N256 K64 G16 w8 s4",
          "M128 N256 K64 G64 w8 s4", "M256 N128 K64 G16 w8 s3", "M256 N128 K64 G16 w8 s4", "M256 N128 K64 G1 w8 s4",
          "M128 N128 K64 G1 w4 s3", "M128 N128 K64 G16 w4 s4", "M128 N128 K64 G16 w8 s3", "M128 N128 K128 G16 w8 s3",
@@ -102,8 +103,8 @@ def case_configs(e, top_k, inter, m, device_name, dry) -> list[Config]:
 
 
 def variant_flags(variant: str) -> dict:
-    return {"paired": variant.startswith("paired"), "persistent": variant.endswith("persistent"),
-            "warp_specialize": variant.endswith("-ws")}
+    return {"paired": variant.startswith("paired"), "persistent": "-persistent" in variant,
+            "warp_specialize": variant.endswith("-ws"), "flatten": variant.endswith("-flat")}
 
 
 def sorted_a(variant: str) -> bool:
@@ -142,7 +143,8 @@ def _compile(e, top_k, h, inter, m, config: Config, variant: str) -> tuple[bool,
         g1.gemm1_gated_kernel.warmup(
             a, a_desc, w, desc, c, ids, ids, ids, inter, h, em, m * top_k, top_k, programs[0],
             h, 1, 2 * inter * h, h, 1, inter, 1, grid=(1,),
-            PAIRED=flags["paired"], PERSISTENT=flags["persistent"], WARP_SPECIALIZE=flags["warp_specialize"],
+            PAIRED=flags["paired"], PERSISTENT=flags["persistent"], FLATTEN=flags["flatten"] and flags["persistent"],
+            WARP_SPECIALIZE=flags["warp_specialize"],
             EVEN_K=h % config["BLOCK_SIZE_K"] == 0, A_TMA=a_desc is not None, B_TMA=True,
             compute_type=fm._TL_DTYPES[torch.bfloat16],
             num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
@@ -293,6 +295,40 @@ def run_case(shape, m, configs, failed, device, dry, deadline, timer) -> dict:
     return result
 
 
+def confirm(earlier: dict, device, rounds: int, timer, dry: bool = False) -> dict:
+    """Each case of `earlier` again: the best config of each of its variants, timed `rounds` times in turn
+    (variant after variant, so drift hits all alike), checked first; median and range per variant."""
+    import statistics
+
+    from advisor.measure.timing import check_output
+
+    shape_of = {label(s[1], s[2], s[3], s[4]): s for s in shapes(dry)}
+    cases = []
+    for r in earlier["cases"]:
+        _, e, top_k, h, inter, _ = shape_of[r["case"]]
+        best = {}
+        for row in r["rows_by"]:
+            if row["status"] == "ok" and row["variant"] in VARIANTS and (
+                    row["variant"] not in best or row["us"] < best[row["variant"]]["us"]):
+                best[row["variant"]] = row
+        case = Case(e, top_k, h, inter, r["m"], device)
+        runs = {}
+        for v, row in best.items():
+            runs[v] = case.runner(parse_label(row["config"]), v)
+            case.out.fill_(float("nan"))
+            runs[v]()
+            check_output(case.out.float(), case.ref, 1e-2, f"{v} {row['config']}")
+        times = {v: [] for v in runs}
+        for _ in range(rounds):
+            for v, run in runs.items():
+                times[v].append(round(timer(run), 2))
+        cases.append({"case": r["case"], "m": r["m"], "variants": {
+            v: {"config": best[v]["config"], "earlier_us": best[v]["us"], "us": times[v],
+                "median_us": statistics.median(times[v])} for v in runs}})
+        del case
+    return {"confirm_of": earlier.get("date"), "rounds": rounds, "cases": cases}
+
+
 def main(argv=None) -> int:
     global VARIANTS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -301,6 +337,10 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--deadline", type=float, default=1e9)
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of VARIANTS")
+    parser.add_argument("--only", help="comma-separated case prefixes to keep, e.g. mixtral,qwen3 (with their Ms)")
+    parser.add_argument("--ms", help="comma-separated token counts to keep")
+    parser.add_argument("--confirm", help="a JSON of an earlier run: re-time each case's best config of each variant")
+    parser.add_argument("--rounds", type=int, default=5, help="--confirm: timings per (case, variant), interleaved")
     args = parser.parse_args(argv)
     VARIANTS = tuple(v for v in args.variants.split(",") if v)
     out = Path(args.out)
@@ -314,7 +354,25 @@ def main(argv=None) -> int:
     from advisor.measure.timing import versions
 
     device_name = None if dry else torch.cuda.get_device_name()
-    cases = [(s, m, case_configs(s[1], s[2], s[4], m, device_name, dry)) for s in shapes(dry) for m in s[5]]
+    if args.confirm:
+        import gzip
+
+        path = Path(args.confirm)
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        doc = confirm(json.loads(text), device, args.rounds, _timer(dry), dry)
+        doc.update({"date": time.strftime("%Y-%m-%d %H:%M"), "gpu": device_name or "cpu (interpreter, dry run)",
+                    **(versions() if not dry else {}), "command": " ".join(sys.argv),
+                    "wall_s": round(time.monotonic() - started, 1)})
+        (out / "moe_gemm1_confirm.json").write_text(json.dumps(doc, indent=1) + "\n")
+        for r in doc["cases"]:
+            print(f"{r['case']:<22}{r['m']:>5}  " + "  ".join(
+                f"{v}: {t['median_us']:.1f} ({min(t['us']):.1f}-{max(t['us']):.1f}) {t['config']}"
+                for v, t in r["variants"].items()))
+        return 0
+    keep = tuple(args.only.split(",")) if args.only else ("",)
+    ms = {int(x) for x in args.ms.split(",")} if args.ms else None
+    cases = [(s, m, case_configs(s[1], s[2], s[4], m, device_name, dry)) for s in shapes(dry) for m in s[5]
+             if s[0].startswith(keep) and (ms is None or m in ms)]
     failed = {}
     if not dry:
         tasks = [(s, m, c, v) for s, m, configs in cases for c in configs for v in VARIANTS

@@ -127,7 +127,7 @@ def gemm1_gated_kernel(
     N, K, EM, num_valid_tokens, top_k, num_programs,
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr, PAIRED: tl.constexpr, PERSISTENT: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr, PAIRED: tl.constexpr, PERSISTENT: tl.constexpr, FLATTEN: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr, EVEN_K: tl.constexpr, A_TMA: tl.constexpr, B_TMA: tl.constexpr,
     compute_type: tl.constexpr,
 ):
@@ -137,7 +137,9 @@ def gemm1_gated_kernel(
     real_blocks = tl.load(num_tokens_post_padded_ptr) // ALIGN
     if PERSISTENT:
         num_pid_m = tl.cdiv(real_blocks * ALIGN, BLOCK_SIZE_M)  # the real units only
-        for tile in range(tl.program_id(0), num_pid_m * num_pid_n, num_programs):
+        # FLATTEN: the tile loop and the K loop software-pipelined as one, so the next tile's loads overlap
+        # this tile's epilogue.
+        for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, num_programs, flatten=FLATTEN):
             pid_m, pid_n = ff._tile_coords(tile, num_pid_m, num_pid_n, GROUP_SIZE_M)
             _unit(a_ptr, a_desc, b_desc, b_ptr, c_ptr, sorted_token_ids_ptr, expert_ids_ptr, pid_m, pid_n, real_blocks,
                   N, K, num_valid_tokens, top_k,
@@ -203,10 +205,11 @@ def grid(em: int, n_out: int, config: Config, persistent: bool, num_sms: int) ->
 
 def invoke_gemm1(a, w1_interleaved, c, sorted_token_ids, expert_ids, num_tokens_post_padded, top_k: int,
                  config: Config, paired: bool = True, persistent: bool = False, warp_specialize: bool = False,
-                 b_tma: bool | None = None, a_sorted: torch.Tensor | None = None):
+                 b_tma: bool | None = None, a_sorted: torch.Tensor | None = None, flatten: bool = False):
     """C [M * top_k, I] = silu(gate) * up of A [M, K] x w1 for each (token, k) pair, on interleaved w1
     (`kernels.fused_moe_fused.interleave_gate_up`) and a routing aligned at `align_block(config, paired)`.
-    a_sorted: `gather_rows(a, ...)` of this routing; then A is read through a TMA descriptor over it."""
+    a_sorted: `gather_rows(a, ...)` of this routing; then A is read through a TMA descriptor over it.
+    flatten (with persistent): the tile and K loops pipelined as one loop."""
     w = w1_interleaved
     if a.dtype not in fm._TL_DTYPES or w.dtype != a.dtype or c.dtype != a.dtype:
         raise AdvisorError(f"GEMM1 takes bf16 or fp16 A, w1 and C of one dtype; got {a.dtype}, {w.dtype}, {c.dtype}")
@@ -243,7 +246,7 @@ def invoke_gemm1(a, w1_interleaved, c, sorted_token_ids, expert_ids, num_tokens_
         a, a_desc, w, b_desc, c, sorted_token_ids, expert_ids, num_tokens_post_padded,
         n_out, k, em, c.shape[0], top_k, programs[0],
         a.stride(0), a.stride(1), w.stride(0), w.stride(1), w.stride(2), c.stride(0), c.stride(1),
-        PAIRED=paired, PERSISTENT=persistent, WARP_SPECIALIZE=warp_specialize,
+        PAIRED=paired, PERSISTENT=persistent, FLATTEN=flatten and persistent, WARP_SPECIALIZE=warp_specialize,
         EVEN_K=k % config["BLOCK_SIZE_K"] == 0, A_TMA=a_desc is not None, B_TMA=b_tma,
         compute_type=fm._TL_DTYPES[a.dtype],
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params,

@@ -35,6 +35,24 @@ FORMS = [
 ]
 
 
+@pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", CASES[1:3])
+def test_gemm1_persistent_flattened_matches_reference(device, m, e, top_k, k, inter, tiles, kind):
+    """The persistent tile loop pipelined with the K loop as one (flatten): the same result."""
+    gen, seed = fresh_generator()
+    config = make_config(*tiles)
+    weights, ids, unused = routing(kind, m, e, top_k, gen)
+    a = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    w = random_weights(e, 2 * inter, k, torch.bfloat16, gen, unused)
+    ref = g1.reference(a, w, ids)
+    a, w_il, ids = (t.to(device) for t in (a, ff.interleave_gate_up(w), ids))
+    align = moe_align_block_size(ids, config["BLOCK_SIZE_M"], e)
+    c = torch.full((m * top_k, inter), NAN, dtype=torch.bfloat16, device=device)
+    g1.invoke_gemm1(a, w_il, c, *align, top_k=top_k, config=config, paired=False, persistent=True, flatten=True)
+    assert not torch.isnan(c).any(), f"rows or columns left unwritten (seed {seed})"
+    err = rel_error(c, ref)
+    assert err < TOLERANCE, f"relative error {err:.2e} with {config.label()} (seed {seed})"
+
+
 @pytest.mark.parametrize("paired, persistent, b_tma", FORMS)
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", CASES)
 def test_gemm1_matches_reference(device, m, e, top_k, k, inter, tiles, kind, paired, persistent, b_tma):
@@ -81,8 +99,9 @@ def test_gemm1_rejects_misaligned_routing(device):
         g1.align_block(make_config(16, 64, 32, 1), paired=True)
 
 
+@pytest.mark.parametrize("persistent, flatten", [(False, False), (True, True)], ids=["grid", "persistent-flat"])
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", CASES)
-def test_gemm1_on_pregathered_a_matches_reference(device, m, e, top_k, k, inter, tiles, kind):
+def test_gemm1_on_pregathered_a_matches_reference(device, m, e, top_k, k, inter, tiles, kind, persistent, flatten):
     """A gathered into sorted order first (`gather_rows`), then read through a TMA descriptor: the same result."""
     gen, seed = fresh_generator()
     config = make_config(*tiles)
@@ -98,7 +117,8 @@ def test_gemm1_on_pregathered_a_matches_reference(device, m, e, top_k, k, inter,
     assert torch.equal(a_sorted[: len(rows)][valid].cpu(), a.cpu()[rows[valid] // top_k])
     assert not a_sorted[: len(rows)][~valid].cpu().any(), "padding rows must be zeros"
     c = torch.full((m * top_k, inter), NAN, dtype=torch.bfloat16, device=device)
-    g1.invoke_gemm1(a, w_il, c, *align, top_k=top_k, config=config, paired=False, a_sorted=a_sorted, b_tma=True)
+    g1.invoke_gemm1(a, w_il, c, *align, top_k=top_k, config=config, paired=False, a_sorted=a_sorted, b_tma=True,
+                    persistent=persistent, flatten=flatten)
     assert not torch.isnan(c).any(), f"rows or columns left unwritten (seed {seed})"
     err = rel_error(c, ref)
     assert err < TOLERANCE, f"relative error {err:.2e} with {config.label()} (seed {seed})"
