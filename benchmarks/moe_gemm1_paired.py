@@ -1,25 +1,25 @@
-"""GEMM1 with paired M blocks (`kernels.fused_moe_gemm1`) against the fused-il GEMM1 and the engine (issue 16).
+"""GEMM1 variants of `kernels.fused_moe_gemm1` against the shipped fused-il GEMM1 and the engine (issue 16;
+RESULTS 29).
 
-    python3 benchmarks/moe_gemm1_paired.py --out $OUT [--workers 15] [--deadline 300]
+    python3 benchmarks/moe_gemm1_paired.py --out $OUT [--workers 15] [--deadline 300] [--variants a,b] [--ms 1024]
+    python3 benchmarks/moe_gemm1_paired.py --out $OUT --variants a,b --confirm EARLIER.json[.gz] --rounds 5
     TRITON_INTERPRET=1 python benchmarks/moe_gemm1_paired.py --dry-run --out /tmp/x   # CPU: tiny shapes
 
 Cases: ANCHORS section 3's shapes at M = 1024 and 4096 (the GEMM1 target's cases) and Qwen3-MoE TP4 at
-M = 1 (the case nearest the 1.03x bound). Uniform random top-k routing (seeded), random bf16 data.
-Variants (all GEMM1 with SiLU-and-mul fused, interleaved w1, weights through TMA):
-  fused-il             `kernels.fused_moe_fused` as shipped (RESULTS 15b), the baseline of this run;
-  paired               routing aligned at half the M block, pairs of halves of one expert as one tile;
-  paired-persistent    the same in a persistent loop over the real pairs;
-  paired-ws, whole-ws  the K loop warp-specialised (where this Triton compiles it for Hopper), paired
-                       or not.
-Configs: the tuned fused-il file's config for the case, plus TILES (large tiles) at M >= 1024 or SMALL at
-M = 1. Everything compiles first in spawned worker processes (tiny stand-in tensors, the real integer
-arguments, so the JIT's disk cache serves the timing process). Each (variant, config): output poisoned
-with NaN, checked against the float32 reference (relative error < 1e-2), then a CUDA graph of 10 launches
-after 3 warm-ups, median of 20 replays, no L2 flush. Also timed: a dense bf16 matmul with the same FLOPs
-([pairs, K] x [K, 2I], torch), the rate a GEMM of this size reaches without gather or padding; and the
-rows each alignment multiplies (padding). A hot-expert routing (2 experts' logits + 3) re-checks each
-variant at the case's best config (checked, not timed). Writes OUT/moe_gemm1_paired.json and prints a
-table last.
+M = 1. Uniform random top-k routing (seeded), random bf16 data. VARIANTS (GEMM1 with SiLU-and-mul fused,
+interleaved w1, weights through TMA): fused-il (`kernels.fused_moe_fused` as shipped, the baseline);
+paired[-persistent, -ws] (half-block alignment, pairs of halves); whole-ws (fused-il's tile, K loop
+warp-specialised); sorted-a[-persistent[-flat], -ws] (A gathered into sorted order, then through TMA; the
+gather timed with the GEMM); sorted-a-gemm (the GEMM alone on A gathered beforehand: not a candidate);
+whole-persistent[-flat]. Configs: the tuned fused-il file's config plus TILES (SMALL at M = 1). Everything
+compiles first in spawned workers (tiny stand-ins, the real integer arguments, so the JIT's disk cache
+serves the timing process). Each (variant, config): output poisoned with NaN, checked against the float32
+reference (relative error < 1e-2), then a CUDA graph of 10 launches after 3 warm-ups, median of 20 replays,
+no L2 flush. Also timed: `torch.mm` with the same FLOPs ([pairs, K] x [K, 2I]) and `gather_rows` alone; each
+variant's best config is re-checked under 2 hot experts. Writes OUT/moe_gemm1_paired.json, prints a table.
+--confirm re-times each case's best config per variant of an earlier run, --rounds times in turn
+(OUT/moe_gemm1_confirm.json). A little over 400 lines: the compile worker, the case, the run and the
+re-timing share the variant plumbing, which would otherwise be split across two files.
 """
 
 from __future__ import annotations

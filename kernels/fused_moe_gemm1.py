@@ -1,24 +1,20 @@
-"""GEMM1 of the fused-MoE layer with SiLU-and-mul fused, on gate/up-interleaved w1, with paired M blocks
-(issue 16, GEMM1 target).
+"""GEMM1 of the fused-MoE layer (SiLU-and-mul fused, gate/up-interleaved w1) with the options tried against
+issue 16's GEMM1 target; measured in RESULTS 29, where none beat `kernels.fused_moe_fused`'s *fused-il* across
+cases, so the layer keeps that kernel and this module is what the experiment ran, kept with its tests.
 
-`kernels.fused_moe_fused` (variant *fused-il*) pads every expert's run of (token, k) pairs to a multiple
-of BLOCK_SIZE_M and multiplies whole BLOCK_SIZE_M x BLOCK_SIZE_N tiles: up to BLOCK_SIZE_M - 1 rows of
-zeros per expert go through the tensor cores. At the large token counts that padding is the largest
-cause the diagnosis names (RESULTS 15: 81 us of Mixtral TP2 M=1024's 203 us gap at BLOCK_SIZE_M = 128;
-an expert's ~256 +- 16 rows pad to 384 half the time).
-
-**Paired M blocks.** The routing is aligned at half the M block (HALF = BLOCK_SIZE_M / 2), so an expert
-pads by at most HALF - 1 rows. The grid runs over pairs of consecutive half blocks: a pair whose two
-halves belong to one expert is one full BLOCK_SIZE_M tile (the same wgmma shape and weight reuse as
-before); a pair that straddles two experts (or ends the routing) is two HALF tiles, one per expert, done
-one after the other by the same program. Only pairs at an expert boundary pay the smaller tile; at most
-one per expert boundary. Everything else (interleaved gate/up columns, SiLU in float32 in the epilogue,
-weights through a TMA descriptor, A rows gathered by pointer loads, grouped tile order) is *fused-il*'s.
-
-Options (constexpr): PAIRED (else the plain fused-il tile, for a same-kernel comparison); PERSISTENT
-(programs = SMs x CTAs per SM looping over the tiles); WARP_SPECIALIZE (the K loop as
-`tl.range(..., warp_specialize=True)`: producer and consumer warps, where the Triton version and GPU
-support it). The caller aligns at `align_block(config, paired)`.
+The base tile is *fused-il*'s (interleaved gate/up columns, SiLU in float32 in the epilogue, weights through
+a TMA descriptor, A rows gathered by pointer loads, grouped tile order). Options (constexpr):
+- **PAIRED**: the routing is aligned at half the M block (HALF = BLOCK_SIZE_M / 2), so an expert pads by at
+  most HALF - 1 rows (the *padding* cause the diagnosis names: 81 us of Mixtral TP2 M=1024's gap). The grid
+  runs over pairs of half blocks: a pair inside one expert is one full tile; a pair straddling two experts
+  is two HALF tiles done one after the other by the same program. Measured slower everywhere: the
+  straddling pairs serialise two tiles in one program at half the rows per weight tile.
+- **A_TMA**: A read through a TMA descriptor over `gather_rows`'s copy of its rows in sorted order (Hopper's
+  copy engine has no row gather); the copy costs EM x K x 2 bytes, too many for top-8 routings.
+- **PERSISTENT** (programs = SMs x CTAs per SM over the real tiles), **FLATTEN** (tile and K loops pipelined
+  as one), **WARP_SPECIALIZE** (`tl.range(..., warp_specialize=True)` on the K loop; Triton 3.6 fails to
+  compile it on Hopper for the large 4-warp tiles).
+The caller aligns the routing at `align_block(config, paired)`.
 """
 
 from __future__ import annotations
