@@ -16,16 +16,16 @@ measured points after correction (at least the noise), so it narrows as points c
 before at the same launch is predicted by its measured time.
 
 **Neighbours** (given the candidates' configs): a kernel's configs are not off by one factor. Configs
-that differ only in a knob the kernel does not feel (num_stages of a loop-free kernel) run alike, while
-one warp count can run 25x slower than the next with the same ceiling. So each timed config of the same
-launch also corrects the configs near it in the kernel's own config space: a candidate's residual about
+that differ only in a knob the kernel does not feel (often num_stages) run alike, while one warp count
+can run 27x slower than the next at the same ceiling (FLA's dqkwg backward on the corpus). So each timed
+config of the same launch also corrects the configs near it in its config space: a candidate's residual about
 the kernel-wide correction is the timed configs' residuals weighted by exp(-d^2 / 2 NEIGHBOUR_SCALE^2)
 against FAR_WEIGHT for the kernel-wide correction alone, d the distance in log2 units over the numeric
 meta-parameters (a different string or flag counts 1) and the model's predicted time (weight
 TIME_WEIGHT). Near a timed config the band is the timing noise; far from all, the kernel-wide one.
 `spread_pick` chooses a config to time far from those timed, so the neighbours cover the space.
-The three constants were chosen by a nested leave-one-library-out on the corpus (benchmarks/RESULTS.md
-section 27).
+The three constants were chosen on the corpus's four libraries (timed configs looked up, 3 per
+launch); the same choice nested, leave one library out, is benchmarks/RESULTS.md section 27.
 """
 
 from __future__ import annotations
