@@ -124,3 +124,21 @@ def test_after_a_sweep_suggest_predicts_the_twins_of_timed_configs_from_their_ti
     assert max(with_neighbours[c] for c in twins) < 0.25
     assert all(with_neighbours[c] < kernel_wide[c] for c in twins)
     assert np.mean(list(with_neighbours.values())) < np.mean(list(kernel_wide.values()))
+
+
+def test_the_sweeps_third_pick_is_the_config_farthest_from_those_timed_not_the_widest_band():
+    from advisor.advice.kernel_sweep import next_config
+    from advisor.advice.search import Candidate
+    from ceilings.launch import Config
+
+    def cand(warps: int, stages: int, us: float, band: tuple[float, float]) -> Candidate:
+        return Candidate(Config({"BLOCK": 64}, num_warps=warps, num_stages=stages), None, us, band)
+
+    current, fastest = cand(4, 2, 10.0, (9, 11)), cand(8, 2, 5.0, (4.9, 5.1))
+    twin = cand(4, 3, 10.0, (2, 40))          # the widest band, but next to the current config
+    far = cand(32, 5, 12.0, (11, 13))
+    cands = [current, fastest, twin, far]
+    timed = {current.config, fastest.config}
+    assert next_config(cands, set(), current.config, 0) is current
+    assert next_config(cands, {current.config}, current.config, 1) is fastest
+    assert next_config(cands, timed, current.config, 2) is far
