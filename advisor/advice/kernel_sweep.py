@@ -3,8 +3,9 @@ one kernel on this GPU (advisor.model.kernel_calibration).
 
 Each step times one config and re-fits the kernel's correction before choosing the next: first the
 current config (the reference every suggestion is judged against), then in turn the config predicted
-fastest (where a wrong prediction costs most) and the config whose band is widest (where the model
-knows least), never one already timed. 3 to 8 timings per launch; every one is stored with the
+fastest (where a wrong prediction costs most) and the config farthest in the kernel's config space
+from those timed (`kernel_calibration.spread_pick`: the timed configs correct their neighbours, so
+they should cover the space), never one already timed. 3 to 8 timings per launch; every one is stored with the
 kernel's other timings, so `suggest` on the kernel afterwards ranks with the correction.
 """
 
@@ -14,6 +15,7 @@ import math
 from collections.abc import Callable
 
 from advisor.advice.search import Candidate, Subject, record_timings
+from advisor.model.kernel_calibration import spread_pick
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from ceilings.validate import config_problem
@@ -32,7 +34,12 @@ def next_config(candidates: list[Candidate], timed: set[Config], current: Config
             return mine[0]
     if step % 2 == 1:
         return min(untimed, key=lambda c: c.predicted_us)
-    return max(untimed, key=lambda c: math.log(c.interval[1] / max(c.interval[0], 1e-12)))
+    configs = [c.config.to_dict() for c in candidates]
+    # Distances use the model's own prediction (before the kernel's timings), as the correction does.
+    log_us = [math.log(max(c.model_us if c.model_us is not None else c.predicted_us, 1e-12)) for c in candidates]
+    done = [i for i, c in enumerate(candidates) if c.config in timed]
+    pick = spread_pick(configs, log_us, done)
+    return None if pick is None else candidates[pick]
 
 
 def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] | None = None,

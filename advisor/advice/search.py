@@ -203,7 +203,8 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
     if timings is not None and timings.points:
         from advisor.model.kernel_calibration import model_log_ratios
 
-        fixed = timings.correct(ceiling_us, *model_log_ratios(model, ceiling_us, x))
+        fixed = timings.correct(ceiling_us, *model_log_ratios(model, ceiling_us, x),
+                                configs=[cfg.to_dict() for cfg in configs], launch=subject.label)
         for i, cand in enumerate(out):
             cand.predicted_us, cand.interval = float(fixed[0][i]), (float(fixed[1][i]), float(fixed[2][i]))
             cand.corrected_by = len(timings.points)

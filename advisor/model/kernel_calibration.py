@@ -14,6 +14,18 @@ offset of spread TAU against timing noise SIGMA, so one timing already moves it 
 from 4 points on, a slope `b` shrunk toward 1 the same way. The band becomes the residual spread of the
 measured points after correction (at least the noise), so it narrows as points come in. A config timed
 before at the same launch is predicted by its measured time.
+
+**Neighbours** (given the candidates' configs): a kernel's configs are not off by one factor. Configs
+that differ only in a knob the kernel does not feel (often num_stages) run alike, while one warp count
+can run 27x slower than the next at the same ceiling (FLA's dqkwg backward on the corpus). So each timed
+config of the same launch also corrects the configs near it in its config space: a candidate's residual about
+the kernel-wide correction is the timed configs' residuals weighted by exp(-d^2 / 2 NEIGHBOUR_SCALE^2)
+against FAR_WEIGHT for the kernel-wide correction alone, d the distance in log2 units over the numeric
+meta-parameters (a different string or flag counts 1) and the model's predicted time (weight
+TIME_WEIGHT). Near a timed config the band is the timing noise; far from all, the kernel-wide one.
+`spread_pick` chooses a config to time far from those timed, so the neighbours cover the space.
+The three constants were chosen on the corpus's four libraries (timed configs looked up, 3 per
+launch); the same choice nested, leave one library out, is benchmarks/RESULTS.md section 27.
 """
 
 from __future__ import annotations
@@ -33,6 +45,9 @@ SIGMA = 0.1        # spread of one kernel's residuals after its offset (timing n
 PRIOR_WEIGHT = (SIGMA / TAU) ** 2
 SLOPE_PRIOR_POINTS = 4.0
 Z80 = 1.2816       # the 10% / 90% points of a normal distribution
+NEIGHBOUR_SCALE = 0.5   # log2 units: a factor 2 in one meta-parameter weighs exp(-2) of a twin
+TIME_WEIGHT = 1.0       # the model's predicted time as a coordinate, in log2 units like the others
+FAR_WEIGHT = 0.05       # the kernel-wide correction's weight against the timed neighbours'
 
 
 def cache_home() -> Path:
@@ -150,20 +165,88 @@ class KernelTimings:
     def correction(self) -> Correction | None:
         return fit(self.points)
 
-    def correct(self, ceiling_us: np.ndarray, log_mid: np.ndarray, log_lo: np.ndarray, log_hi: np.ndarray):
-        """Corrected (mid, lo, hi) in us from the model's log ratios; the model's own when no points."""
+    def correct(self, ceiling_us: np.ndarray, log_mid: np.ndarray, log_lo: np.ndarray, log_hi: np.ndarray,
+                configs: list[dict] | None = None, launch: str | None = None):
+        """Corrected (mid, lo, hi) in us from the model's log ratios; None when no points. With the
+        candidates' `configs` (Config.to_dict()) the timed configs of `launch` also correct their
+        neighbours (module docstring)."""
         c = self.correction()
         if c is None:
             return None
-        mid = c.log_ratio(np.asarray(log_mid), np.log(np.asarray(ceiling_us, dtype=float)))
+        ceiling_us, log_mid = np.asarray(ceiling_us, dtype=float), np.asarray(log_mid, dtype=float)
+        mid = c.log_ratio(log_mid, np.log(ceiling_us))
         half = Z80 * c.spread * math.sqrt(1.0 + 1.0 / c.points)
         # Until 3 points show the spread, the model's own band width (shifted) is kept.
         if c.points < 3:
-            lo, hi = mid - (np.asarray(log_mid) - log_lo), mid + (np.asarray(log_hi) - log_mid)
+            below, above = log_mid - np.asarray(log_lo), np.asarray(log_hi) - log_mid
         else:
-            lo, hi = mid - half, mid + half
+            below = above = np.full(len(mid), half)
+        if configs is not None:
+            delta, near = neighbour_correction(self.points, c, configs, log_mid + np.log(ceiling_us), launch)
+            mid = mid + delta
+            noise = Z80 * SIGMA
+            below, above = near * noise + (1 - near) * below, near * noise + (1 - near) * above
         ratio = lambda v: np.exp(np.maximum(v, 0.0))  # noqa: E731 - a launch cannot beat its ceiling
-        return ceiling_us * ratio(mid), ceiling_us * ratio(lo), ceiling_us * ratio(hi)
+        return ceiling_us * ratio(mid), ceiling_us * ratio(mid - below), ceiling_us * ratio(mid + above)
+
+
+def config_distance(a: dict, b: dict, log_us_a: float, log_us_b: float, time_weight: float | None = None) -> float:
+    """How far apart two configs of one kernel are (module docstring): log2 units over the numeric
+    meta-parameters (num_warps and num_stages among them), 1 for a different string or flag, and the
+    model's predicted times (natural logs) as one more coordinate of weight `time_weight`."""
+    d2 = 0.0
+    for key in set(a) | set(b):
+        u, v = a.get(key), b.get(key)
+        if isinstance(u, int | float) and isinstance(v, int | float) and not isinstance(u, bool) \
+                and not isinstance(v, bool):
+            d2 += (_log2(u) - _log2(v)) ** 2
+        elif u != v:
+            d2 += 1.0
+    weight = TIME_WEIGHT if time_weight is None else time_weight
+    return math.sqrt(d2 + weight * ((log_us_a - log_us_b) / math.log(2)) ** 2)
+
+
+def _log2(v: float) -> float:
+    return math.log2(v) if v > 0 else -1.0  # 0 (a flag as an integer) one step below 1
+
+
+def neighbour_correction(points: list[Point], kernel_wide: Correction, configs: list[dict], log_model_us: np.ndarray,
+                         launch: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate: the log correction its timed neighbours of `launch` add to the kernel-wide one,
+    and their share of its weight (0: none near, towards 1: a timed twin). `log_model_us`: the model's
+    log(predicted us) of each candidate, before any correction."""
+    anchors = [p for p in points if launch is None or p.launch == launch]
+    delta, near = np.zeros(len(configs)), np.zeros(len(configs))
+    if not anchors:
+        return delta, near
+    lc = np.log([p.ceiling_us for p in anchors])
+    p_model = np.array([p.model_log_ratio for p in anchors])
+    # Each timed config's residual about the kernel-wide correction: what only its neighbours share.
+    e = np.log([p.measured_us for p in anchors]) - lc - kernel_wide.log_ratio(p_model, lc)
+    anchor_us = p_model + lc
+    for i, (config, log_us) in enumerate(zip(configs, log_model_us, strict=True)):
+        d = np.array([config_distance(config, p.config, float(log_us), float(a))
+                      for p, a in zip(anchors, anchor_us, strict=True)])
+        w = np.exp(-0.5 * (d / NEIGHBOUR_SCALE) ** 2)
+        delta[i] = float(w @ e / (w.sum() + FAR_WEIGHT))
+        near[i] = float(w.sum() / (w.sum() + FAR_WEIGHT))
+    return delta, near
+
+
+def spread_pick(configs: list[dict], log_model_us: list[float], timed: list[int]) -> int | None:
+    """The index of the config farthest from every timed one (`timed`: indices), ties to the first; None
+    when all are timed. What to time to let the neighbours cover a kernel's space."""
+    untimed = [i for i in range(len(configs)) if i not in set(timed)]
+    if not untimed:
+        return None
+    if not timed:
+        return untimed[0]
+
+    def gap(i: int) -> float:
+        # Rounded: equal distances (a grid of configs) go to the first in order, not to float rounding.
+        return round(min(config_distance(configs[i], configs[j], log_model_us[i], log_model_us[j])
+                         for j in timed), 3)
+    return max(untimed, key=gap)
 
 
 def model_log_ratios(model, ceiling_us: np.ndarray, x: np.ndarray):
