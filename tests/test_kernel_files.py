@@ -356,10 +356,12 @@ def test_suggest_and_ceiling_on_every_style(cli_results, name):
     (advice,) = json.loads(out)["launches"]
     assert advice["kernel"] == kernels[0] and advice["ranked"]
     times = [c["predicted_us"] for c in advice["ranked"]]
-    # Ranked fastest first; the current config leads instead when nothing beats it by 0.5% (search.NO_GAIN).
+    # Ranked fastest first; the current config leads instead when nothing beats it by 0.5% (search.NO_GAIN), or
+    # by the margin the model's error asks of a change made without timings (search.keep_current, which says so).
     kept = advice["ranked"][0]["label"] == advice["current"]["label"]
     assert times[kept:] == sorted(times[kept:]) and all(t > 0 for t in times)
-    assert not kept or times[0] <= min(times) * 1.005
+    held = any("the current config stays" in n for n in advice["notes"])
+    assert not kept or times[0] <= min(times) * (1.5 if held else 1.005)
     rc, out, err = cli_results[" ".join(["ceiling", path, "--call", call, "--format", "json"])]
     assert rc == 0, err
     ceiling = json.loads(out)

@@ -471,7 +471,7 @@ def test_m_measures_in_a_worker_with_a_progress_bar_and_fills_the_measured_colum
         assert app.sort_key == "pred" and app.measuring is not None
         await wait_until(pilot, lambda: app.measuring is None)
         assert not bar.has_class("running")
-        assert app.advice.measured == len(calls) >= 2
+        assert app.advice.measured == len(set(calls)) >= 2  # configs timed (the two fastest may be timed twice)
         assert all(c.measured_us is not None for _, c in app.rows if c in app.advice.ranked)
         assert "measured" in messages(app)
         assert "—" not in str(app.query_one("#table").get_row_at(0)[5])

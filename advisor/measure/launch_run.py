@@ -7,7 +7,8 @@ reference config (the launch's own); a config that changes any of them beyond `t
 timed. The reference config runs twice first: a tensor its own two runs leave different (atomic adds in
 another order, values that overflow where random inputs push them) is checked only as far as the kernel
 repeats itself (`run_noise`), so a kernel that is not bit-stable is not called wrong against itself.
-Timing is the sweeps' standard (advisor.measure.sweep.STANDARD_TIMING).
+Timing is the sweeps' standard (advisor.measure.sweep.STANDARD_TIMING), with more launches per CUDA graph
+for a launch of microseconds (`timing_for`).
 """
 
 from __future__ import annotations
@@ -99,6 +100,30 @@ def check_outputs(work: dict, reference: dict, noise: dict, tol: float, what: st
                                            "not timed")
 
 
+SAMPLE_US = 1000.0        # the least GPU time one timed sample (a graph replay) should hold
+MAX_LAUNCHES_PER_GRAPH = 200
+
+
+def timing_for(go) -> dict:
+    """The sweeps' standard timing (advisor.measure.sweep.STANDARD_TIMING) with as many launches per graph
+    as fill SAMPLE_US: a launch of a few microseconds timed 10 to a graph carries the graph's own start-up
+    in its time and differs by several percent from one timing to the next (RESULTS 21: p90 11% on such
+    launches), too much to tell configs 2% apart."""
+    import torch
+
+    from advisor.measure.sweep import STANDARD_TIMING
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    go()  # warm
+    start.record()
+    go()
+    end.record()
+    torch.cuda.synchronize()
+    single = max(start.elapsed_time(end) * 1e3, 0.5)
+    per_graph = int(min(MAX_LAUNCHES_PER_GRAPH, max(STANDARD_TIMING["launches_per_graph"], SAMPLE_US / single)))
+    return {**STANDARD_TIMING, "launches_per_graph": per_graph}
+
+
 def launch_measurer(fn, launch: Launch, grid: Callable[[Config], tuple[int, ...]], label: str,
                     tol: float = 1e-2) -> Callable[[Config], float]:
     """config -> median us; the first call's config (or the launch's) is the reference."""
@@ -136,9 +161,7 @@ def launch_measurer(fn, launch: Launch, grid: Callable[[Config], tuple[int, ...]
             noise.update(run_noise(reference, outputs_of(go)))
         else:
             check_outputs(outputs_of(go), reference, noise, tol, f"{label} {config.label()}")
-        from advisor.measure.sweep import STANDARD_TIMING
-
-        return measure.time_launch(go, **STANDARD_TIMING).us
+        return measure.time_launch(go, **timing_for(go)).us
 
     reference_config = launch.config
     run(reference_config)  # the launch's own config sets the reference outputs

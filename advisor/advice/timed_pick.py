@@ -1,0 +1,90 @@
+"""`suggest --measure K`: which K configs to time besides the current one, and how a close finish is settled.
+
+The current config is timed first (the reference every other config's result is checked against, and the
+first point of the kernel's calibration, advisor.model.kernel_calibration). Then K more, one at a time,
+each the config predicted fastest among those not yet timed, re-predicted after every timing with the
+timings stored so far, so that the kernel's correction re-ranks what is left (from 4 points its slope
+can change the order, not only the level). Simulated over the corpus's timed configs, this choice and
+"the K predicted fastest" found the same configs on the design half (benchmarks/corpus/sim_advice.py,
+RESULTS section 28); so did a variant that spent one step on the lowest-ceiling config, which is why
+there is no such step.
+
+A config that fails to run or gives another result is left out with a note and does not count; as many
+again may be tried. Timings of microsecond launches differ by a few percent from one run to the next,
+so when the two fastest are within RETIME_WITHIN of each other both are timed again and each keeps its
+faster time: a 2% call is made on two timings each, not one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Sequence
+
+from advisor.advice.search import Advice, Candidate, Subject, record_timings
+from ceilings.launch import Config
+
+RETIME_WITHIN = 1.04   # the two fastest closer than this are timed again (the noise of one timing: RESULTS 21)
+POOL = 64              # configs re-predicted per step, the best of the first ranking (each costs a prediction)
+
+
+def choose(untimed: Sequence[Candidate]) -> Candidate:
+    """The config to time next among `untimed` (module docstring)."""
+    return min(untimed, key=lambda c: c.predicted_us)
+
+
+def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: Sequence[Candidate], count: int,
+                 run: Callable[[Config], float], confirm: bool, model=None) -> list[Candidate]:
+    """Time the current config and `count` others of `ranked` (module docstring); the timed candidates,
+    fastest first. Wrong or failed configs are counted in `advice.pruned` with a note."""
+    from advisor.measure.timing import MeasurementError
+
+    timed: list[Candidate] = []
+    if current.measured_us is None and math.isfinite(current.predicted_us):
+        current.measured_us = run(current.config)
+        timed.append(current)
+        record_timings(subject, [(current, current.measured_us)])
+    pool = [c for c in ranked[:POOL] if c.config != current.config]
+    tried: set[Config] = set()
+    others = 0
+    for _attempt in range(2 * count):  # configs that fail do not count, up to as many again
+        if others >= count:
+            break
+        left = [c for c in pool if c.config not in tried]
+        if not left:
+            break
+        # re-predicted with the timings stored so far: the kernel's correction re-ranks what is left
+        fresh = {c.config: c for c in subject.predict([c.config for c in left], model)} if timed else {}
+        cand = choose([fresh.get(c.config, c) for c in left])
+        cand.notes = next((c.notes for c in left if c.config == cand.config), cand.notes)
+        tried.add(cand.config)
+        if confirm:
+            why, notes = subject.confirm(cand.config)
+            if why:
+                advice.pruned[_kind(why)] += 1
+                continue
+            cand.notes = [n for n in notes if n not in cand.notes] + cand.notes
+        try:
+            cand.measured_us = run(cand.config)
+        except MeasurementError as exc:  # a wrong result or a failed launch: that config, not the command
+            advice.pruned["did not reproduce the current config's result, or failed, when measured"] += 1
+            advice.notes.append(f"{exc} (left out of the measured configs)")
+            continue
+        record_timings(subject, [(cand, cand.measured_us)])
+        timed.append(cand)
+        others += 1
+    timed.sort(key=lambda c: c.measured_us)
+    if len(timed) >= 2 and timed[1].measured_us <= RETIME_WITHIN * timed[0].measured_us:
+        for cand in timed[:2]:
+            with contextlib.suppress(MeasurementError):  # it ran right once: its first time stands
+                cand.measured_us = min(cand.measured_us, run(cand.config))
+        timed.sort(key=lambda c: c.measured_us)
+        advice.notes.append(f"the two fastest were within {RETIME_WITHIN - 1:.0%} of each other and were timed "
+                            "twice each (the faster of two timings kept)")
+    return timed
+
+
+def _kind(reason: str) -> str:
+    from advisor.advice.search import _short
+
+    return _short(reason)

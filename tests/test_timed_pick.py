@@ -1,0 +1,136 @@
+"""What `suggest` names without timings on a launch the transfer model predicts (search.keep_current), and which
+configs `suggest --measure K` times (advisor/advice/timed_pick.py): scripted subjects, no GPU."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+from advisor.advice.search import KEEP_Z, Candidate, Subject, close_call, search
+from advisor.measure.timing import MeasurementError
+from ceilings.hardware import resolve_gpu
+from ceilings.launch import Config
+from ceilings.roofline import Ceiling
+
+GENERIC = "generic (SASS x evaluated control flow)"
+SD = 0.25  # the transfer model's spread between configs of one launch, in the scripted meta
+MODEL = SimpleNamespace(meta={"intervals": {"ranking_sd": 0.1, "ranking_sd_outside": 0.3, "ranking_sd_generic": SD}})
+KEEP_MARGIN = math.exp(KEEP_Z * math.sqrt(2.0) * SD)
+
+
+def cfg(block: int, warps: int = 4) -> Config:
+    return Config({"BLOCK": block}, warps, 3)
+
+
+A, B, C, D, E = cfg(64), cfg(128), cfg(256), cfg(512), cfg(1024)
+
+
+class Scripted(Subject):
+    """A launch whose predicted times are given per config (a dict the test may change between timings, as the
+    kernel's calibration would), with a scripted GPU: `measured` per config, or a MeasurementError."""
+
+    def __init__(self, predicted: dict[Config, float], current: Config, source: str = GENERIC,
+                 measured: dict[Config, float | list[float]] | None = None,
+                 ceilings: dict[Config, float] | None = None):
+        self.predicted, self.current, self.source = predicted, current, source
+        self.measured = dict(measured or {})
+        self.ceiling_us = ceilings or {}
+        self.gpu = resolve_gpu("h100")
+        self.kernel, self.label, self.location = "scripted_kernel", "scripted launch", None
+        self.runs: list[Config] = []
+        self.after_run = None
+
+    def space(self):
+        return list(self.predicted)
+
+    def ceilings(self, configs):
+        return [Ceiling(self.spec.name, self.kernel, c.to_dict(), self.ceiling_us.get(c, 10.0), "dram",
+                        {"dram": 10.0}, 264, 264, 1.0, 2, {}, self.source) for c in configs]
+
+    def predict(self, configs, model=None):
+        return [Candidate(c, ceiling, self.predicted[c], (0.8 * self.predicted[c], 1.3 * self.predicted[c]), [])
+                for c, ceiling in zip(configs, self.ceilings(configs), strict=True)]
+
+    def measurer(self):
+        def run(config):
+            self.runs.append(config)
+            us = self.measured.get(config)
+            if us is None:
+                raise MeasurementError(f"scripted {config.label()}: out differs from the reference")
+            if isinstance(us, list):
+                us = us.pop(0) if len(us) > 1 else us[0]
+            if self.after_run:
+                self.after_run(config)
+            return us
+        return run
+
+
+# ------------------------------------------------------------------------------------ without timings
+
+def test_a_gain_below_the_keep_margin_keeps_the_current_config_on_a_generic_launch():
+    gain = (1.0 + KEEP_MARGIN) / 2  # between no gain and the margin
+    advice = search(Scripted({A: 10.0, B: 10.0 / gain, C: 12.0}, A), confirm=False, model=MODEL)
+    assert advice.best.config == A and advice.speedup == 1.0 and not advice.gains(1.0)
+    assert [c.config for c in advice.ranked][:2] == [A, B]  # the model's best listed second
+    assert f"{B.label()} is predicted {gain:.2f}x faster" in advice.why and "--measure" in advice.why
+    assert any("the current config stays" in n for n in advice.notes)
+
+
+def test_a_gain_beyond_the_keep_margin_names_the_models_best_with_the_close_call_note_below_80_percent():
+    gain = KEEP_MARGIN * 1.05
+    assert gain < math.exp(0.8416 * math.sqrt(2.0) * SD)  # still within the 80% margin: said to be a close call
+    advice = search(Scripted({A: 10.0, B: 10.0 / gain}, A), confirm=False, model=MODEL)
+    assert advice.best.config == B and advice.gains(1.0)
+    assert "confirm it with --measure" in advice.why
+    assert not any("the current config stays" in n for n in advice.notes)
+
+
+def test_an_exact_demand_launch_keeps_the_models_best_however_small_the_gain():
+    """The shipped families' launches: the in-family model's best is named (RESULTS 8), the close call said."""
+    advice = search(Scripted({A: 10.0, B: 9.8}, A, source="exact (fused MoE)"), confirm=False, model=MODEL)
+    assert advice.best.config == B and advice.gains(1.0)
+    assert close_call(advice, MODEL) and any("within the model's error" in n for n in advice.notes)
+
+
+# ------------------------------------------------------------------------------------------ --measure K
+
+def test_measure_k_times_the_current_config_first_then_exactly_k_others_by_prediction():
+    subject = Scripted({A: 10.0, B: 8.0, C: 9.0, D: 9.5, E: 11.0}, A,
+                       measured={A: 10.0, B: 9.0, C: 7.0, D: 9.6, E: 5.0})
+    advice = search(subject, top_k=5, confirm=False, model=MODEL, measure=2)
+    assert subject.runs == [A, B, C]  # not max(top_k, K): K others, the predicted fastest first
+    assert advice.measured == 3 and advice.basis == "predicted"  # basis is set by measured.weigh (suggest.advise)
+    assert [c.config for c in advice.ranked] == [C, B, A] and advice.best.measured_us == 7.0
+
+
+def test_each_config_to_time_is_chosen_after_the_timings_before_it_re_rank_the_rest():
+    """The kernel's calibration changes the predictions after a timing: the next pick follows the new ranking."""
+    predicted = {A: 10.0, B: 8.0, C: 9.0, D: 9.5}
+    subject = Scripted(predicted, A, measured={A: 10.0, B: 12.0, C: 9.0, D: 6.0})
+
+    def calibrate(config):
+        if config == B:  # B ran slow: configs like it (C) are now predicted slower, D faster
+            predicted.update({C: 14.0, D: 7.0})
+    subject.after_run = calibrate
+    advice = search(subject, confirm=False, model=MODEL, measure=2)
+    assert subject.runs == [A, B, D]
+    assert advice.best.config == D
+
+
+def test_a_config_that_fails_does_not_count_and_the_next_is_timed():
+    subject = Scripted({A: 10.0, B: 8.0, C: 9.0, D: 9.5}, A, measured={A: 10.0, C: 9.5, D: 8.0})
+    advice = search(subject, confirm=False, model=MODEL, measure=2)
+    assert subject.runs == [A, B, C, D]
+    assert advice.measured == 3 and advice.best.config == D
+    assert any("out differs" in n and "left out" in n for n in advice.notes)
+
+
+def test_the_two_fastest_within_the_noise_are_timed_again_and_keep_their_faster_time():
+    subject = Scripted({A: 10.0, B: 8.0, C: 9.0}, A, measured={A: 10.0, B: [7.3, 7.2], C: [7.2, 7.5]})
+    advice = search(subject, confirm=False, model=MODEL, measure=2)
+    assert subject.runs == [A, B, C, C, B]  # the two fastest, fastest first, once more each
+    assert {c.config: c.measured_us for c in advice.ranked} == {A: 10.0, B: 7.2, C: 7.2}
+    assert any("timed twice each" in n for n in advice.notes)
+    far = Scripted({A: 10.0, B: 8.0, C: 9.0}, A, measured={A: 10.0, B: 5.0, C: 8.0})
+    search(far, confirm=False, model=MODEL, measure=2)
+    assert far.runs == [A, B, C]  # clearly apart: no second timing
