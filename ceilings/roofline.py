@@ -261,7 +261,8 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
     ceiling = (work[binding] if work else 0.0) + rates.launch_us
     # No launch runs faster than an empty kernel of its grid and CTA size (the GPU starts and retires CTAs at a
     # bounded rate; `ceilings.latency_floor`): where that is the larger, the launch binds at that time.
-    dispatch = empty_kernel_floor(rates.empty_kernel_us, demand.ctas, demand.warps_per_cta) if issue_us is not None else None
+    dispatch = (empty_kernel_floor(rates.empty_kernel_us, demand.ctas, demand.warps_per_cta)
+                if issue_us is not None else None)
     if dispatch is not None and dispatch > ceiling:
         pipelines["launch"], binding, ceiling = dispatch, "launch", dispatch
         notes.append(f"an empty kernel of {demand.ctas} CTAs of {demand.warps_per_cta} warps takes {dispatch:.2f} us "
