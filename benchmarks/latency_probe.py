@@ -50,7 +50,8 @@ def empty_kernel_times() -> dict[str, list[list[float]]]:
     for warps in WARPS:
         rows = []
         for grid in GRIDS:
-            t = time_launch(lambda g=grid, w=warps: empty[(g,)](x, num_warps=w), launches_per_graph=20, replays=20, warmup=3)
+            t = time_launch(lambda g=grid, w=warps: empty[(g,)](x, num_warps=w), launches_per_graph=20,
+                            replays=20, warmup=3)
             rows.append([grid, round(t.us, 4)])
         table[str(warps)] = rows
     return table
