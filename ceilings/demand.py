@@ -31,6 +31,7 @@ from collections import defaultdict
 import numpy as np
 
 from ceilings.compile import CompiledKernel, compile_launch
+from ceilings.latency_floor import block_path_table
 from ceilings.launch import Launch
 from ceilings.roofline import Demand
 from ceilings.sass_map import (
@@ -85,6 +86,8 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     warps = launch.config.num_warps
     weights = block_weights(placement, ir, classes, floor)  # blocks x classes
     per_warp = weights.T @ placement.table  # classes x QUANTITIES
+    # One warp's dependency path (stall counts, scoreboard waits, barriers; spill code left out either way).
+    path = weights.T @ block_path_table(placement.fn, placement.cfg, warps, compiled.arch)
     spills = float(np.max(per_warp[:, _COLUMN["local"]], initial=0.0))
     if floor and spills:
         # Spill code is the register allocator's choice, which differs between ptxas versions and
@@ -117,7 +120,7 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     instructions = {p: mean(per_cta[:, _COLUMN[p]]) for p in PIPES}
     work_of = [(float(n), {**{p: float(per_cta[j, _COLUMN[p]]) for p in PIPES}, "tensor": float(flops_per_cta[j]),
                            "tensor_instructions": float(per_cta[j, _COLUMN["tensor"]]),
-                           "smem": float(smem_per_cta[j]), **issue_work(per_warp[j], warps)})
+                           "smem": float(smem_per_cta[j]), **issue_work(per_warp[j], warps, float(path[j]))})
                for j, n in enumerate(counts)]
     dram, touched = _dram_bytes(launch, ir, classes, floor, float(counts @ l2_per_cta))
     kind, dtype = _mma(placement)
@@ -138,12 +141,13 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
                   notes=demand_notes, cta_classes=work_of, working_set_bytes=touched)
 
 
-def issue_work(per_warp: np.ndarray, warps: int) -> dict[str, float]:
+def issue_work(per_warp: np.ndarray, warps: int, path_cycles: float | None = None) -> dict[str, float]:
     """A CTA's work for the issue floors (`ceilings.roofline`): its warp instructions ("issue"), one warp's
-    least cycles from its first issue to its last ("chain": the stall counts along its path) and the sum
-    over its warps ("warp_cycles"). Every warp of the CTA is counted as running the same path."""
-    return {"issue": float(per_warp[_COLUMN["issued"]] * warps), "chain": float(per_warp[_COLUMN["issue_cycles"]]),
-            "warp_cycles": float(per_warp[_COLUMN["issue_cycles"]] * warps)}
+    least cycles from its first issue to its last ("chain": `path_cycles`, the dependency path of
+    `ceilings.latency_floor`, or without it the stall counts along its path) and the sum over its warps
+    ("warp_cycles"). Every warp of the CTA is counted as running the same path."""
+    chain = float(per_warp[_COLUMN["issue_cycles"]]) if path_cycles is None else path_cycles
+    return {"issue": float(per_warp[_COLUMN["issued"]] * warps), "chain": chain, "warp_cycles": chain * warps}
 
 
 def _working(ir: KernelIR, placement: Placement, weights: np.ndarray) -> np.ndarray:

@@ -177,6 +177,8 @@ class Calibration:
     gpu: str
     values: dict[str, float]
     measured: dict = field(default_factory=dict)  # date, versions, method per key
+    # An empty kernel's time per launch by warps per CTA: {warps: [[grid, us], ...]} (ceilings.latency_floor)
+    empty_kernel_us: dict = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, text: str, where: str) -> Calibration:
@@ -186,7 +188,10 @@ class Calibration:
             unknown = sorted(set(values) - set(CALIBRATION_KEYS))
             if unknown:
                 raise AdvisorError(f"{where}: unknown calibration keys {unknown}; known: {sorted(CALIBRATION_KEYS)}")
-            return cls(gpu=str(data["gpu"]), values=values, measured=dict(data.get("measured", {})))
+            empty = {int(w): [(int(g), float(us)) for g, us in rows]
+                     for w, rows in data.get("empty_kernel_us", {}).items()}
+            return cls(gpu=str(data["gpu"]), values=values, measured=dict(data.get("measured", {})),
+                       empty_kernel_us=empty)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise AdvisorError(f"{where}: not a calibration file ({exc.__class__.__name__}: {exc}); "
                                "regenerate it with `advisor calibrate`") from None
@@ -230,6 +235,7 @@ class Rates:
     dram_tbs: float
     launch_us: float
     source: dict[str, str]                    # quantity -> "spec" or the calibration file
+    empty_kernel_us: dict = field(default_factory=dict)  # warps -> ((grid, us), ...), calibrated; {}: none
 
     def per_sm_clock(self) -> float:
         return self.clock_ghz * 1e9
@@ -275,7 +281,8 @@ def rates_for(gpu_name: str, calibration: Calibration | None = None, calibration
     return Rates(spec=spec, clock_ghz=clock, tensor_tflops=tensor, fma_tflops=fma,
                  alu_ginst=spec.int32_lanes / 32 * chip / 1e9, xu_ginst=xu, lsu_ginst=spec.lsu_lanes / 32 * chip / 1e9,
                  smem_tbs=spec.smem_bytes_per_clock * chip / 1e12, l2_tbs=l2, dram_tbs=dram, launch_us=launch,
-                 source=source)
+                 source=source,
+                 empty_kernel_us=dict(calibration.empty_kernel_us) if (calibration and use_calibration) else {})
 
 
 # ----------------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ work of one CTA that does the main work, and how many such CTAs there are; for t
 system (L2, DRAM) chip-wide bytes. The busiest SM runs at least ceil(active CTAs / SMs) of those CTAs
 (pigeonhole), so each SM-local pipeline needs at least that many CTAs' work divided by one SM's
 rate. ceiling_us = the largest pipeline time + the launch floor (the measured time of an empty
-kernel launched back to back in a CUDA graph).
+kernel launched back to back in a CUDA graph), or, on the generic path, the measured time of an empty kernel
+of the same grid and CTA size where that is larger (`ceilings.latency_floor`; the "launch" pipeline then
+binds and holds it).
 
 When CTAs differ in work (`Demand.cta_classes`: a persistent grid-stride loop gives some CTAs one
 row more; CTAs past a bound exit at once), the busiest SM's share of each pipeline is bounded below
@@ -15,8 +17,9 @@ k x SMs + 1 largest CTAs (some SM runs k+1 of them), whatever the order the hard
 Two floors do not belong to a pipeline (`issue_floors`; the generic path gives the work they need):
 "issue": an SM's 4 sub-partitions issue at most one warp instruction a cycle each, whatever the pipe,
 so the busiest SM's warp instructions / (4 x clock); "chain": a warp issues its next instruction no
-sooner than its stall count allows (the control bits, `ceilings.sass.stall_count`), so it lasts at least
-the sum of its stall counts along its path, and the busiest SM, with at most max_warps_per_sm warps
+sooner than its stall count allows (the control bits, `ceilings.sass.stall_count`) nor before the results it
+waits on can have come (`ceilings.latency_floor`: measured least latencies of loads, shuffles, MUFU, barriers),
+so it lasts at least its dependency path, and the busiest SM, with at most max_warps_per_sm warps
 resident, at least its warps' sums over that many. Both at the boost clock, the highest the SM runs.
 """
 
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ceilings.hardware import GPUSpec, Rates
+from ceilings.latency_floor import empty_kernel_floor
 
 # "issue" and "chain" come last so that the positions of the others (the model's binding_index) stay.
 PIPELINES = ("tensor", "fma", "alu", "xu", "lsu", "smem", "l2", "dram", "launch", "issue", "chain")
@@ -255,6 +259,14 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
     work = {k: v for k, v in pipelines.items() if k not in ("launch", "l2") and v is not None}
     binding = max(work, key=work.get) if work else "launch"
     ceiling = (work[binding] if work else 0.0) + rates.launch_us
+    # No launch runs faster than an empty kernel of its grid and CTA size (the GPU starts and retires CTAs at a
+    # bounded rate; `ceilings.latency_floor`): where that is the larger, the launch binds at that time.
+    dispatch = (empty_kernel_floor(rates.empty_kernel_us, demand.ctas, demand.warps_per_cta)
+                if issue_us is not None else None)
+    if dispatch is not None and dispatch > ceiling:
+        pipelines["launch"], binding, ceiling = dispatch, "launch", dispatch
+        notes.append(f"an empty kernel of {demand.ctas} CTAs of {demand.warps_per_cta} warps takes {dispatch:.2f} us "
+                     "on this GPU (calibrated): starting and retiring the grid binds")
     per_sm = occupancy(spec, demand.warps_per_cta, demand.registers, demand.shared_bytes)
     if per_sm == 0:
         notes.append("the CTA does not fit on an SM (registers or shared memory); it cannot launch")

@@ -96,6 +96,7 @@ class Instruction:
     target: str | None = None
     line: int | None = None  # source line of the outermost frame (`nvdisasm -gi`), None without line info
     stall: int | None = None  # stall count of the control bits (`nvdisasm -hex`), None without encodings
+    control: int | None = None  # the encoding's high 64-bit word, control bits included (`ceilings.latency_floor`)
 
     @property
     def issue_cycles(self) -> int:
@@ -179,7 +180,8 @@ def parse_sass(text: str) -> dict[str, Function]:
         if not m:
             high = _HIGH_WORD.match(line)
             if high and current is not None and current.instructions and current.instructions[-1].stall is None:
-                current.instructions[-1].stall = stall_count(int(high.group("word"), 16))
+                current.instructions[-1].control = int(high.group("word"), 16)
+                current.instructions[-1].stall = stall_count(current.instructions[-1].control)
             continue
         if current is None:
             continue
