@@ -31,6 +31,7 @@ from collections import defaultdict
 import numpy as np
 
 from ceilings.compile import CompiledKernel, compile_launch
+from ceilings.dram import DramTraffic, StreamAccess
 from ceilings.latency_floor import block_path_table
 from ceilings.launch import Launch
 from ceilings.roofline import Demand
@@ -60,7 +61,7 @@ def generic_demand(launch: Launch, compiled: CompiledKernel | None = None, arch:
     values = {t.name: t.values for t in launch.tensors if t.values is not None}
     shapes = {t.name: t.shape for t in launch.tensors if t.block_shape}
     ir = read_kernel_ir(compiled.ttgir, scalars, launch.grid, values, shapes)
-    placement = place(compiled.sass, launch.kernel, ir)
+    placement = place(compiled.sass, launch.kernel, ir, launch.config.num_warps)
     classes = cta_classes(ir)
     notes = list(placement.notes) + _evaluation_notes(ir, classes)
     expected = _demand(launch, compiled, ir, placement, classes, floor=False, notes=notes)
@@ -123,6 +124,7 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
                            "smem": float(smem_per_cta[j]), **issue_work(per_warp[j], warps, float(path[j]))})
                for j, n in enumerate(counts)]
     dram, touched = _dram_bytes(launch, ir, classes, floor, float(counts @ l2_per_cta))
+    traffic = None if floor else dram_traffic(launch, ir, classes)
     kind, dtype = _mma(placement)
     demand_notes = list(notes)
     if floor and spills:
@@ -138,7 +140,7 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
                   l2_bytes=float(counts @ l2_per_cta), dram_bytes=dram, shared_bytes=compiled.shared_bytes,
                   registers=compiled.registers, local_bytes=compiled.local_bytes,
                   source="generic (SASS x evaluated control flow)" + ("" if floor else ", expected"),
-                  notes=demand_notes, cta_classes=work_of, working_set_bytes=touched)
+                  notes=demand_notes, cta_classes=work_of, working_set_bytes=touched, dram_traffic=traffic)
 
 
 def issue_work(per_warp: np.ndarray, warps: int, path_cycles: float | None = None) -> dict[str, float]:
@@ -178,6 +180,19 @@ def _dram_bytes(launch: Launch, ir: KernelIR, classes: CTAClasses, floor: bool, 
         return (min(total, l2_bytes) if l2_bytes else total), (min(total, l2_bytes) if l2_bytes else total)
     dram = sum(min(footprint[name], b) for name, b in issued.items())
     return dram, dram
+
+
+def dram_traffic(launch: Launch, ir: KernelIR, classes: CTAClasses) -> DramTraffic:
+    """The expected accesses per evaluated CTA, for `ceilings.dram.expected_dram_bytes`."""
+    footprint = {t.name: float(t.numel * _DTYPE_BYTES.get(t.dtype, 4)) for t in launch.tensors}
+    member = classes.member if classes.member is not None else np.zeros(ir.evaluated, dtype=np.int64)
+    accesses = []
+    for i, access in enumerate(ir.accesses):
+        if access.argument in footprint:
+            runs = region_runs(ir, access.region, classes, False) * np.nan_to_num(classes.access_share[i], nan=1.0)
+            accesses.append(StreamAccess(access.argument, access.kind,
+                                         runs[member] * access.elements * access.element_bytes, access.stream))
+    return DramTraffic(footprint, accesses, ir.share)
 
 
 def _evaluation_notes(ir: KernelIR, classes: CTAClasses) -> list[str]:

@@ -64,6 +64,7 @@ class Demand:
     working_set_bytes: float | None = None  # bytes the launch touches, for the warm-L2 test (None: dram_bytes)
     local_bytes: int | None = None     # local memory per thread (register spills)
     expected: Demand | None = None     # the expected work where this one is a floor (generic path)
+    dram_traffic: object | None = None  # ceilings.dram.DramTraffic of the expected work (generic path)
 
     def busiest_sm_work(self, key: str, sms: int) -> float:
         """A lower bound on the busiest SM's share of `key` ("tensor", a pipeline, "smem")."""

@@ -41,6 +41,12 @@ from dataclasses import dataclass, field
 #   barrier instructions" (BAR; seen on a layer-norm kernel, issue 14). Not on the LSU: there the
 #   fused-MoE kernel's exact SASS (RESULTS section 6) matched ncu on 24 of 24 launches without BAR
 #   and on 10 of 24 with it, though Liger's block reductions lack about one LSU instruction per BAR.
+# - LSU also: STSM (a store to shared memory, as STS and LDSM are) and FENCE (a memory fence, as MEMBAR
+#   is: FENCE.VIEW.ASYNC orders generic against async-proxy accesses). On the GPU's own Triton 3.6 compiles
+#   of the corpus (RESULTS 26), ncu's LSU count exceeded ours by exactly the STSM count on 22 launches and
+#   by the FENCE count on 8, with MEMBAR already on the LSU beside each FENCE. ERRBAR (issued after a
+#   MEMBAR before a release atomic) is not on the LSU: where MEMBAR, ERRBAR, ATOM and CCTL came in equal
+#   numbers, LSU was over by one of them and ADU short by as much (RESULTS 26).
 # - Uniform: the uniform datapath, "instructions where all threads use the same input and generate the
 #   same output": every U* ALU opcode, UMOV, UISETP and ULDC included.
 # - CBU (convergence barrier unit): warp-level convergence, calls, returns, exits.
@@ -57,13 +63,13 @@ for _pipe, _ops in {
            "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR LEA SHF IABS VIMNMX I2FP",
     "xu": "MUFU I2F F2I F2F FRND I2I F2IP POPC",
     "lsu": "LDG STG LDS STS LD ST LDL STL LDSM LDGSTS ATOM ATOMS ATOMG RED REDG CCTL CCTLL MEMBAR "
-           "SHFL MATCH QSPC ERRBAR LDGDEPBAR",
+           "SHFL MATCH QSPC LDGDEPBAR STSM FENCE",
     "uniform": "UIADD3 ULEA USHF USEL ULOP3 ULOP UIMAD USGXT UPRMT UFLO UPOPC UBREV UBMSK "
                "VOTEU UP2UR UR2UP UPLOP3 UCLEA UIABS UIMNMX USETMAXREG ULEPC UCGABAR_ARV UCGABAR_WAIT "
                "UMOV UISETP ULDC UVIADD UVIMNMX USHL USHR UF2FP",
     "tma": "UTMALDG UTMASTG UTMAPF UTMACCTL UBLKCP UBLKRED UBLKPF UTMACMDFLUSH UTMAREDG",
     "cbu": "BRX JMP JMX CALL RET EXIT BSSY BSYNC WARPSYNC BREAK KILL NANOSLEEP YIELD BMOV",
-    "adu": "WARPGROUP ELECT SYNCS VOTE S2R LDC FENCE ACQBULK ARRIVES B2R R2B S2UR STSM BAR",
+    "adu": "WARPGROUP ELECT SYNCS VOTE S2R LDC ACQBULK ARRIVES B2R R2B S2UR BAR ERRBAR",
     "none": "NOP BRA DEPBAR",
 }.items():
     for _op in _ops.split():

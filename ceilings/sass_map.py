@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ceilings.lane_guard import warp_shares
 from ceilings.sass import (
     CFG,
     COLD_CALLEE,
@@ -85,6 +86,7 @@ class Placement:
     line_info: bool
     notes: list[str] = field(default_factory=list)
     peeled: dict[int, int] = field(default_factory=dict)  # block -> the unrolled loop whose copies it holds
+    warp_share: np.ndarray | None = None  # per block, the share of a CTA's warps that run it (None: all)
 
 
 @dataclass
@@ -96,6 +98,7 @@ class CTAClasses:
     condition: dict[int, np.ndarray]
     trips: dict[int, np.ndarray]
     access_share: dict[int, np.ndarray] = field(default_factory=dict)  # per IR access (index), NaN: all moves
+    member: np.ndarray | None = None  # per evaluated CTA (ttir_eval's order): the index of its class
 
 
 def access_bytes(ins: Instruction) -> int:
@@ -152,7 +155,9 @@ def _table(fn: Function, cfg: CFG, functions: Mapping[str, Function], cold_calle
     return table
 
 
-def place(sass: str, kernel: str, ir: KernelIR) -> Placement:
+def place(sass: str, kernel: str, ir: KernelIR, warps: int | None = None) -> Placement:
+    """SASS blocks placed on the IR's regions (module docstring); with the CTA's `warps`, blocks behind a
+    guard on the thread index count in the warps that run them (`ceilings.lane_guard`)."""
     functions = parse_sass(sass)
     if kernel not in functions:
         raise ValueError(f"no function {kernel} in the SASS listing")
@@ -182,9 +187,13 @@ def place(sass: str, kernel: str, ir: KernelIR) -> Placement:
     if unmatched:
         notes.append(f"{unmatched} SASS loop(s) match no loop of the kernel's IR: counted once per entry")
     share = unroll_shares(fn, cfg, loops, loop_region, ir, lambda loop: _parent(loop, loops), notes)
+    warp_share = warp_shares(fn, cfg, warps)
+    if (warp_share < 1).any():
+        notes.append(f"{int((warp_share < 1).sum())} block(s) behind a guard on the thread index: counted in the "
+                     "warps that run them")
     return Placement(fn, cfg, block_region, loops, loop_region, share, cold,
                      _table(fn, cfg, functions, cold_callees), line_info, notes,
-                     peeled_remainders(fn, cfg, loops, loop_region, share, ir))
+                     peeled_remainders(fn, cfg, loops, loop_region, share, ir), warp_share)
 
 
 def peeled_remainders(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[int | None],
@@ -315,10 +324,11 @@ def cta_classes(ir: KernelIR) -> CTAClasses:
             columns.append((kind, index, value.astype(float)))
     if columns:
         matrix = np.stack([c for _, _, c in columns], axis=1)
-        rows, counts = np.unique(matrix, axis=0, return_counts=True)
+        rows, member, counts = np.unique(matrix, axis=0, return_inverse=True, return_counts=True)
     else:
         rows, counts = np.zeros((1, 0)), np.asarray([ir.evaluated])
-    out = CTAClasses(counts.astype(float) * ir.share, {}, {})
+        member = np.zeros(ir.evaluated, dtype=np.int64)
+    out = CTAClasses(counts.astype(float) * ir.share, {}, {}, member=np.ravel(member))
     n = len(counts)
     for r in ir.regions:
         out.condition[r.index] = np.full(n, np.nan)
@@ -366,6 +376,8 @@ def block_weights(p: Placement, ir: KernelIR, classes: CTAClasses, floor: bool) 
         if b in p.cold:
             continue
         w = region_factor[p.block_region[b]].copy()
+        if p.warp_share is not None:
+            w = w * p.warp_share[b]
         if b in p.peeled and p.loop_share[p.peeled[b]][0] == "main":
             w = w * 0.0  # the main and remainder loops already count every iteration
         elif b in p.peeled:

@@ -117,6 +117,11 @@ class Access:
     # times, for a TMA copy, the share of its box inside the tensor (out-of-bounds parts are filled with
     # zeros, not read). None: every element (a mask of tensor values is not evaluated).
     share: np.ndarray | None = None
+    # Per evaluated CTA, which data its executions address: CTAs with equal ids address the same elements
+    # (their pointers differ by nothing that varies between CTAs). Ids come from the per-CTA scalars the
+    # pointer derives from (program ids and what is computed from them); None where the address depends
+    # on memory (a gathered index) or on a scalar not evaluated. For `ceilings.dram`'s L2 reuse.
+    stream: np.ndarray | None = None
 
 
 @dataclass
@@ -254,6 +259,7 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
     regions: list[Region] = []
     accesses: list[Access] = []
     base_of: dict[str, str] = {}  # SSA value -> the pointer argument it derives from
+    feeds: dict[str, frozenset[str]] = {}  # SSA value -> per-CTA scalars it derives from ("?": memory)
     scopes: list[tuple[str, int]] = []  # (kind, region) per open brace
     blocks: dict[str, int] = {}          # cf block label -> region
     edges: list[tuple[int, str, object]] = []  # (from region, to label, condition or True)
@@ -336,6 +342,9 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             body = new_region("for", here, line)
             if loop:
                 lb, ub, step = (_get(env, loop.group(k)) for k in ("lb", "ub", "step"))
+                # A grid-stride loop's induction variable differs between CTAs through its bounds.
+                feeds[loop.group("iv")] = _fed([loop.group(k)[1:] for k in ("lb", "ub", "step")], feeds, env,
+                                               evaluated)
                 if isinstance(step, np.ndarray) and step.size and np.all(step == np.ravel(step)[0]):
                     regions[body].step = int(np.ravel(step)[0])  # SASS unrolling shows as a multiple of it
                 if all(isinstance(v, np.ndarray) for v in (lb, ub, step)) and np.all(step > 0):
@@ -349,6 +358,7 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
                 for a in _ITER_ARGS.finditer(iters.split(")")[0]):
                     if a.group("init")[1:] in base_of:
                         base_of[a.group("arg")] = base_of[a.group("init")[1:]]
+                    feeds[a.group("arg")] = _fed([a.group("init")[1:]], feeds, env, evaluated)
             scopes.append(("for", body))
             continue
         if op == "scf.while":
@@ -378,10 +388,21 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
         if op in _MEMORY_OPS:
             access = _access(op, rest, here, base_of)
             access.share = _access_share(op, rest, env, predicate_of, shapes, access.argument, expanded, evaluated)
+            # The data it addresses: the pointer operand's scalars, and a descriptor copy's coordinates.
+            addressed = [v[1:] for v in _VALUE.findall(rest.split(" : ")[0])]
+            pointer = next((o for o in addressed if o in base_of), None)
+            address = _fed([pointer], feeds, env, evaluated) if pointer is not None else frozenset({"?"})
+            if "descriptor" in op or "tma" in op:
+                address = address | _fed([o for o in addressed if o != pointer and not _is_mask(o, env)],
+                                          feeds, env, evaluated)
+            access.stream = _stream_ids(address, env, evaluated)
             accesses.append(access)
         if result is None:
             continue
         operands = [v[1:] for v in _VALUE.findall(rest.split(" : ")[0])]
+        fed = _fed(operands, feeds, env, evaluated) | ({"?"} if op in _MEMORY_OPS else set())  # loads return data
+        if fed:
+            feeds[result] = fed
         if op in ("tt.splat", "tt.broadcast", "tt.expand_dims", "ttg.convert_layout", "arith.andi") and "i1" in rest:
             scalar = operands[0] if op == "tt.splat" else next((predicate_of[o] for o in operands
                                                                 if o in predicate_of), None)
@@ -394,6 +415,45 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
         env[result] = np.asarray(value) if isinstance(value, np.generic) else value
     _block_conditions(regions, blocks, edges)
     return KernelIR(arguments, regions, accesses, total, evaluated, share)
+
+
+def _fed(operands: Sequence[str], feeds: Mapping[str, frozenset[str]], env: Mapping[str, object],
+         evaluated: int) -> frozenset[str]:
+    """The per-CTA scalars a value computed from `operands` derives from: an operand evaluated per CTA
+    stands for itself (its value says all), another brings what it derives from."""
+    out: set[str] = set()
+    for o in operands:
+        value = env.get(o)
+        if isinstance(value, _Pointer):
+            value = value.offset
+        if isinstance(value, np.ndarray) and value.ndim in (1, 2) and value.shape[-1] == evaluated > 1:
+            out.add(o)  # per CTA (or per iteration and CTA, in a loop whose iterations are evaluated)
+        elif isinstance(value, np.ndarray) and value.ndim == 0:
+            continue
+        else:
+            out |= feeds.get(o, frozenset())
+    return frozenset(out)
+
+
+def _is_mask(name: str, env: Mapping[str, object]) -> bool:
+    value = env.get(name)
+    return isinstance(value, np.ndarray) and value.dtype == bool
+
+
+def _stream_ids(address: frozenset[str], env: Mapping[str, object], evaluated: int) -> np.ndarray | None:
+    """Per CTA, an id of the data an access addresses (module docstring of `Access.stream`)."""
+    if "?" in address:
+        return None
+    columns = []
+    for name in sorted(address):
+        value = env.get(name)
+        value = value.offset if isinstance(value, _Pointer) else value
+        if not isinstance(value, np.ndarray) or value.ndim not in (1, 2) or value.shape[-1] != evaluated:
+            return None
+        columns += list(np.atleast_2d(value).astype(np.int64))
+    if not columns:
+        return np.zeros(evaluated, dtype=np.int64)
+    return np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1].ravel()
 
 
 def _close_statement(regions: list[Region], closed: int, line: int) -> None:

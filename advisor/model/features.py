@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 
+from ceilings.dram import expected_dram_for
 from ceilings.hardware import GPUSpec
 from ceilings.launch import Config
 from ceilings.roofline import PIPELINES, Ceiling, Demand
@@ -36,6 +37,7 @@ TRANSFER_FEATURES: tuple[str, ...] = (
     "occupancy_warps", "log_inflight_vs_lbp", "log_instructions_per_byte", "log_instructions_per_warp",
     "log_working_set_vs_l2", "share_launch", "share_second", "share_sum", "log_expected_over_floor",
     "generic_path", "note_counted_once", "note_data_dependent", "note_uneven_ctas", "log_spill",
+    "log_expected_dram_vs_floor",
 )
 FEATURES = FEATURES + TRANSFER_FEATURES
 # What `advisor train` fits on unless told otherwise: the features of the shipped model. Held out by
@@ -99,6 +101,14 @@ def _instructions(demand: Demand) -> float:
     return sum(demand.instructions(p) for p in _ISSUE_PIPES)
 
 
+def _expected_dram_vs_floor(demand: Demand, ceiling: Ceiling, spec: GPUSpec) -> float:
+    expected = demand.expected if demand.expected is not None else demand
+    dram = expected_dram_for(expected.dram_traffic, spec.l2_bytes, spec.sms * max(ceiling.ctas_per_sm, 1))
+    if dram is None or not demand.dram_bytes:
+        return 0.0
+    return math.log(max(dram, 1.0) / demand.dram_bytes)
+
+
 def transfer_features(ceiling: Ceiling, demand: Demand, spec: GPUSpec) -> dict[str, float]:
     """The TRANSFER_FEATURES of a launch (module docstring)."""
     c = ceiling.ceiling_us
@@ -133,6 +143,9 @@ def transfer_features(ceiling: Ceiling, demand: Demand, spec: GPUSpec) -> dict[s
         "log_expected_over_floor": spread,
         "generic_path": 1.0 if demand.source.startswith("generic") else 0.0,
         "log_spill": _log(demand.local_bytes),
+        # DRAM bytes as a profiler would count them (re-reads past the L2, outputs left in it: ceilings.dram)
+        # over the compulsory bytes of the floor; 0 where the demand has no access trace (exact families).
+        "log_expected_dram_vs_floor": _expected_dram_vs_floor(demand, ceiling, spec),
     }
     for flag, phrases in _NOTE_FLAGS.items():
         row[flag] = 1.0 if any(p in notes for p in phrases) else 0.0

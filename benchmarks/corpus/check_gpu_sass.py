@@ -10,12 +10,13 @@ reduction code). This check takes the GPU's compiles instead:
   `$OUT/gpu_sass.tar.gz` holds the caches (TTGIR, TTIR, cubin and metadata; no LLVM IR or PTX);
 - `compare`, here: each launch's cubin (disassembled with this Triton's `nvdisasm -gi`) and TTGIR through
   `ceilings.demand.generic_demand`, floor and expected, against ncu's per-pipeline counts, cells as in
-  `check_ncu.py` (within 10%; cells where both are zero left out).
+  `check_ncu.py` (within 10%; cells where both are zero left out); and DRAM bytes read + written, the
+  floor's compulsory bytes and `ceilings.dram`'s expected bytes (within 25%).
 
     python3 benchmarks/corpus/check_gpu_sass.py compile --shards 14          # on the GPU machine
     python benchmarks/corpus/check_gpu_sass.py compare DIR                   # DIR: gpu_sass.json + the tarball
 
-Prints the tables; writes nothing into `data/` (RESULTS 17 has the figures of 2026-11-23).
+Prints the tables; writes nothing into `data/` (RESULTS 17 and 26 have the figures of 2026-11-23).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CELLS = ("tensor", "fma+alu", "xu", "lsu", "fma", "alu")
 CACHE_ROOT = "/tmp/corpus_gpu_sass"
+DRAM_L2_SHARES = (1.0, 0.5)  # the L2 capacity shares ceilings.dram.L2_SHARE was chosen between (RESULTS 26)
 
 
 def compile_shard(shard: int, shards: int) -> None:
@@ -129,7 +131,10 @@ def compare(folder: str) -> None:
     import check_points as cp
 
     from ceilings.demand import generic_demand
+    from ceilings.dram import expected_dram_bytes
+    from ceilings.hardware import get_spec
     from ceilings.launch import Launch
+    from ceilings.roofline import occupancy
 
     with open(os.path.join(folder, "gpu_sass.json")) as f:
         info = json.load(f)
@@ -139,7 +144,8 @@ def compare(folder: str) -> None:
             tar.extractall(caches, filter="data")
     with open(cp.DATA / "ncu.csv") as f:
         ncu = {(r["library"], r["launch_id"]): r for r in csv.DictReader(f)}
-    rows = []
+    spec = get_spec("h100")  # the GPU of data/ncu.csv
+    rows, dram_rows = [], []
     for row in info["launches"]:
         if "error" in row:
             print(f"error: {row['library']} {row['launch_id']}: {row['error']}")
@@ -153,6 +159,13 @@ def compare(folder: str) -> None:
             continue
         demand = generic_demand(launch, compiled)
         measured = ncu[(row["library"], row["launch_id"])]
+        resident = spec.sms * max(occupancy(spec, launch.config.num_warps, compiled.registers,
+                                            compiled.shared_bytes), 1)
+        dram_ncu = float(measured["dram__bytes_read.sum"] or 0) + float(measured["dram__bytes_write.sum"] or 0)
+        dram_rows.append({"library": row["library"], "ncu": dram_ncu, "floor": demand.dram_bytes,
+                          **{f"expected x{share:g}": sum(expected_dram_bytes(demand.expected.dram_traffic,
+                                                                            spec.l2_bytes * share, resident))
+                             for share in DRAM_L2_SHARES}})
         for answer, d in (("floor", demand), ("expected", demand.expected)):
             out = {"library": row["library"], "answer": answer,
                    "registers_equal": str(compiled.registers) == measured["launch__registers_per_thread"]}
@@ -174,6 +187,19 @@ def compare(folder: str) -> None:
                 cells.append(f"{within / len(work):.0%} of {len(work)}" if work else "-")
             equal = sum(r["registers_equal"] for r in mine)
             print(f"| {library} | {len(mine)} | " + " | ".join(cells) + f" | {equal} of {len(mine)} |")
+    answers = ["floor", *(f"expected x{share:g}" for share in DRAM_L2_SHARES)]
+    print("\nDRAM bytes read + written within 25% of ncu's: the floor's compulsory bytes, and ceilings.dram's "
+          "expected bytes with the L2 at x1 and x0.5 of the H100's 50 MB")
+    print("| library | launches | " + " | ".join(answers) + " |")
+    print("|---|---|" + "---|" * len(answers))
+    for library in ("liger", "flaggems", "fla", "gemlite", "all"):
+        mine = [r for r in dram_rows if library in ("all", r["library"])]
+        cells = [f"{sum(_within(r[a], r['ncu'], 0.25) for r in mine) / len(mine):.0%}" for a in answers]
+        print(f"| {library} | {len(mine)} | " + " | ".join(cells) + " |")
+
+
+def _within(ours: float, theirs: float, tolerance: float) -> bool:
+    return ours == theirs == 0 or (theirs > 0 and abs(ours / theirs - 1) <= tolerance)
 
 
 def main(argv: list[str] | None = None) -> int:

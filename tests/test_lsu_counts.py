@@ -1,0 +1,93 @@
+"""LSU counting rules (RESULTS 26): shared-memory matrix stores and memory fences issue on the LSU; the
+error barrier after a release fence does not; a block behind a guard on the thread index counts in the warps
+that run it (`ceilings.lane_guard`)."""
+
+from pathlib import Path
+
+import pytest
+
+from ceilings.compile import compile_launch
+from ceilings.demand import generic_demand
+from ceilings.lane_guard import warp_shares
+from ceilings.launch import Config, Launch, TensorArg
+from ceilings.sass import build_cfg, parse_sass
+from ceilings.sass_map import QUANTITIES, place
+from ceilings.ttir_eval import read_kernel_ir
+
+
+def test_stsm_and_fence_issue_on_the_lsu_and_errbar_on_the_adu():
+    listing = """
+k:
+.text.k:
+        /*0000*/                   STSM.16.M88.4 [R3], R16 ;
+        /*0010*/                   MEMBAR.ALL.CTA ;
+        /*0020*/                   FENCE.VIEW.ASYNC.S ;
+        /*0030*/                   MEMBAR.ALL.GPU ;
+        /*0040*/                   ERRBAR;
+        /*0050*/                   ATOMG.E.ADD.STRONG.GPU PT, R5, desc[UR6][R2.64], R7 ;
+        /*0060*/                   CCTL.IVALL ;
+        /*0070*/                   LDSM.16.M88.4 R20, [R29+UR6] ;
+        /*0080*/                   EXIT ;
+"""
+    pipes = [i.pipe for i in parse_sass(listing)["k"].instructions]
+    assert pipes == ["lsu", "lsu", "lsu", "lsu", "adu", "lsu", "lsu", "lsu", "cbu"]
+
+
+def test_a_shared_matrix_store_moves_its_bytes_through_shared_memory():
+    listing = """
+k:
+.text.k:
+        /*0000*/                   STSM.16.M88.4 [R3], R16 ;
+        /*0010*/                   STSM.16.M88.2 [R4], R18 ;
+        /*0020*/                   EXIT ;
+"""
+    ir = read_kernel_ir("tt.func public @k() {\n  tt.return\n}\n", {}, (1,), {}, {})
+    table = place(listing, "k", ir).table
+    column = dict(zip(QUANTITIES, range(len(QUANTITIES)), strict=True))
+    assert table[:, column["lsu"]].sum() == 2
+    assert table[:, column["shared_bytes"]].sum() == 128 * 4 + 128 * 2
+
+
+GUARDED = """
+k:
+.text.k:
+        /*0000*/                   S2R R11, SR_TID.X ;
+        /*0010*/                   LOP3.LUT P1, RZ, R11, 0x1f, RZ, 0xc0, !PT ;
+        /*0020*/                   LOP3.LUT R2, R11, 0x7f, RZ, 0xc0, !PT ;
+        /*0030*/                   ISETP.LT.U32.AND P1, PT, R2, 0x20, !P1 ;
+        /*0040*/                   STS [R2], R11 ;
+        /*0050*/              @!P1 EXIT ;
+        /*0060*/                   STG.E desc[UR4][R4.64], R0 ;
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_a_block_behind_a_thread_index_guard_counts_in_the_warps_that_run_it():
+    fn = parse_sass(GUARDED)["k"]
+    # P1 = (tid & 0x1f == 0) and (tid & 0x7f < 32): thread 0 alone, so one warp of four runs the store.
+    assert warp_shares(fn, build_cfg(fn), 4).tolist() == [1.0, 0.25]
+    assert warp_shares(fn, build_cfg(fn), None).tolist() == [1.0, 1.0]  # warps unknown: every warp
+
+
+def test_a_guard_on_a_register_the_listing_does_not_determine_counts_every_warp():
+    listing = GUARDED.replace("S2R R11, SR_TID.X", "LDG.E R11, desc[UR4][R6.64]")
+    fn = parse_sass(listing)["k"]
+    assert warp_shares(fn, build_cfg(fn), 4).tolist() == [1.0, 1.0]
+
+
+def test_a_scalar_store_of_a_compiled_row_sum_counts_once_per_cta():
+    kernels = str(Path(__file__).resolve().parent / "fixtures" / "lane_guard_kernels.py")
+    tensors = (TensorArg.contiguous("x_ptr", (8, 1024), "float32"), TensorArg.contiguous("y_ptr", (8,), "float32"))
+    one = Launch(kernels, "row_sum", (8,), tensors, {}, {}, Config({"BLOCK": 1024}, 4, 1))
+    compiled = compile_launch(one)
+    d = generic_demand(one, compiled)
+    ir = read_kernel_ir(compiled.ttgir, {}, one.grid)
+    p = place(compiled.sass, "row_sum", ir, 4)
+    stores = [b for b, (s, e) in enumerate(p.cfg.blocks) if any(i.opcode == "STG" for i in p.fn.instructions[s:e])]
+    assert stores and all(p.warp_share[b] == 0.25 for b in stores)
+    all_warps = place(compiled.sass, "row_sum", ir).table[:, QUANTITIES.index("lsu")]
+    weighted = p.table[:, QUANTITIES.index("lsu")] * p.warp_share
+    # The demand counts each block's LSU work in the warps that run it: 8 CTAs x 4 warps.
+    assert d.instructions("lsu") == pytest.approx(8 * 4 * weighted.sum())
+    assert weighted.sum() < all_warps.sum()
+    assert any("guard on the thread index" in n for n in d.notes)
