@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, copy_read_rates, dram_writes, operand_staging
 from advisor.advice.diagnose_l2 import l2_rereads, weight_reuse
+from advisor.advice.diagnose_loop import cta_ramp, dram_slab_reads, loop_rate, probe_timing
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling, Demand
@@ -344,6 +345,27 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
                          "sustained clock under tensor load, measured on an H100: ANCHORS section 6)")
     elif loop is not None and loop.tiles and clock_fraction is None:
         notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
+    probe = None
+    if loop is not None and loop.tiles and clock_fraction:
+        probe = probe_timing(_launch(subject, config), spec.arch, loop.tiles, config.num_warps, config.num_stages,
+                             launch_us, clock_fraction)
+    if probe is not None:
+        named = {name: est for name, est, _ in estimates}
+        estimates.append(("K-loop rate", *loop_rate(probe, busiest_ctas, loop.trips, busiest_main,
+                                                      named.get("operand staging", 0.0))))
+        # The SM's timeline (its loops, then its exposed fixed costs) against the DRAM's: a ramp shows only
+        # where the SM's timeline passes DRAM's (other SMs keep DRAM busy meanwhile).
+        sm_loop = max(busiest_ctas * loop.trips * probe.step_us / probe.ctas_per_sm,
+                      max(busiest_t.values(), default=0.0) + named.get("operand staging", 0.0))
+        estimates.append(("CTA ramp", *cta_ramp(probe, exposed, named.get("fill/drain", 0.0)
+                                                + named.get("epilogue", 0.0), sm_loop, busiest_main)))
+        notes.append(f"K-loop rate and CTA ramp from the loop probe measured on {probe.gpu} (operands from L2, "
+                     f"taken at {clock_fraction:.2f} of the probe's boost clock)"
+                     + ("" if probe.gpu.endswith(spec.name.split()[-1]) or spec.name in probe.gpu
+                        else f": {spec.name} taken as the same SM at the same clock"))
+    elif loop is not None and loop.tiles:
+        notes.append("no loop probe of this kernel and loop shape on this GPU: K-loop rate and CTA ramp not "
+                     "estimated (benchmarks/moe_loop_probe.py measures one)")
     reuse = weight_reuse(shape, config, loop.tiles, d.active_ctas, d.ctas, m_runs) if loop is not None else None
     # A persistent grid's programs are the waves' width where they are fewer than the CTAs the SMs hold.
     wave_ctas = min(sms * resident_per_sm, d.ctas) if getattr(shape, "persistent", False) else sms * resident_per_sm
@@ -366,6 +388,14 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         estimates.append(("DRAM writes", *dram_writes(written, *rates_rw, dram_us, busiest_main)))
     elif loop is not None and loop.epilogue_bytes:
         notes.append(f"no calibrated DRAM copy and read probes for {spec.name}: DRAM writes not estimated")
+    if probe is not None and reuse is not None and dram_us:
+        # The weights each used matrix streams once: its N x K (padded) slabs, within the compulsory bytes.
+        weight_bytes = min(d.dram_bytes, sum(r > 0 for r in reuse[0]) * shape.n * loop.trips * loop.tiles[2]
+                           * loop.element_bytes)
+        named = {name: est for name, est, _ in estimates}
+        estimates.append(("DRAM slab reads", *dram_slab_reads(
+            probe, loop.tiles[2] * loop.element_bytes, weight_bytes, dram_us,
+            busiest_main + named.get("operand staging", 0.0) + named.get("K-loop rate", 0.0))))
     if latency is None:
         notes.append(f"no documented load latency for {spec.name}: exit-only CTAs, fill/drain, epilogue and memory "
                      "latency not estimated")
