@@ -123,3 +123,25 @@ def dram_slab_reads(timing: LoopTiming, segment_bytes: int, weight_bytes: float,
            f"at {rate:.2f} TB/s against {contiguous:.2f} contiguous ({timing.gpu}), {extra:.1f} us more DRAM time; "
            f"DRAM {dram_us + extra:.1f} us against {binding_us:.1f} us of binding work")
     return max(0.0, min(extra, dram_us + extra - binding_us)), why
+
+
+def loop_causes(timing: LoopTiming, named: dict[str, float], busiest_ctas: int, trips: float, exposed: int,
+                busiest_main_us: float, busiest_sm_us: float) -> list[tuple[str, float, str]]:
+    """The K-loop rate and CTA ramp estimates, given the estimates named before them (`named`), the busiest
+    SM's binding work with DRAM (`busiest_main_us`) and without it (`busiest_sm_us`, its own pipes)."""
+    staging = named.get("operand staging", 0.0)
+    out = [("K-loop rate", *loop_rate(timing, busiest_ctas, trips, busiest_main_us, staging))]
+    # The SM's timeline (its loops, then its exposed fixed costs) against DRAM's: a ramp shows only where
+    # the SM's timeline passes DRAM's (other SMs keep DRAM busy meanwhile).
+    sm_loop = max(busiest_ctas * trips * timing.step_us / timing.ctas_per_sm, busiest_sm_us + staging)
+    fill_and_epilogue = named.get("fill/drain", 0.0) + named.get("epilogue", 0.0)
+    out.append(("CTA ramp", *cta_ramp(timing, exposed, fill_and_epilogue, sm_loop, busiest_main_us)))
+    return out
+
+
+def probe_note(timing: LoopTiming, gpu_name: str, clock_fraction: float) -> str:
+    same = gpu_name in timing.gpu
+    return (f"K-loop rate, CTA ramp and DRAM slab reads from the loop probe measured on {timing.gpu} (operands from "
+            f"L2; its times taken at {clock_fraction:.2f} of the boost clock it ran at)"
+            + ("" if same else f"; {gpu_name} taken as the same SM at the same clock, and its DRAM as reading row "
+               "segments at the probe GPU's ratio to contiguous reads"))
