@@ -216,12 +216,15 @@ def main(argv=None) -> int:
                 if c.name != "unexplained" and c.estimate_us > 0:
                     capped[(gpu_name, c.name)][0] += 1
                     capped[(gpu_name, c.name)][1] += c.estimate_us > c.us + 1e-9
+            estimated = sum(c.estimate_us for c in dx.causes if c.name != "unexplained" and c.name not in without)
             out.append({"gpu": gpu_name, "source": source, "shape": spec.shape_label, "M": spec.m,
                         "config": config.label(), "time_us": dx.time_us, "ideal_us": dx.ideal_us,
                         "ceiling_us": dx.ceiling_us, "gap_us": dx.gap_us,
-                        **causes, "explained_share": share, "explained_share_above_ceiling": share_above})
+                        **causes, "explained_share": share, "explained_share_above_ceiling": share_above,
+                        "estimated_over_gap": estimated / dx.gap_us if dx.gap_us > 0 else float("nan")})
     fields = ["gpu", "source", "shape", "M", "config", "time_us", "ideal_us", "ceiling_us", "gap_us",
-              *[f"{n} us" for n in cause_names], "explained_share", "explained_share_above_ceiling"]
+              *[f"{n} us" for n in cause_names], "explained_share", "explained_share_above_ceiling",
+              "estimated_over_gap"]
     opener = gzip.open if args.csv.endswith(".gz") else open
     with opener(args.csv, "wt", newline="") as fh:
         w = csv.DictWriter(fh, fields, restval=0.0)
@@ -251,6 +254,18 @@ def main(argv=None) -> int:
             best = [min(g, key=lambda r: r["time_us"]) for k, g in groups.items() if k[0] == gpu_name]
             print(summarise(f"{gpu_name} fastest config per case", [r[key] for r in best if has_gap(r)],
                             sum(not has_gap(r) for r in best)))
+    print("\n== the causes' estimates before capping, summed, over the gap (1.0: they name exactly the gap; "
+          "over 1: they name more than was lost) ==")
+    for gpu_name in args.gpus.split(","):
+        rows = [r for r in out if r["gpu"] == gpu_name and has_gap(r)]
+        for source in [*dict.fromkeys(r["source"] for r in rows), None]:
+            part = [r["estimated_over_gap"] for r in rows if source is None or r["source"] == source]
+            if part:
+                q = statistics.quantiles(part, n=10) if len(part) > 1 else part * 9
+                print(f"{gpu_name + ' ' + (source or 'all configs'):<44} n={len(part):5d}  median "
+                      f"{statistics.median(part):5.2f}  p10 {q[0]:5.2f}  p90 {q[-1]:5.2f}  within 0.8-1.25: "
+                      f"{sum(0.8 <= x <= 1.25 for x in part) / len(part):6.1%}  over 1.25: "
+                      f"{sum(x > 1.25 for x in part) / len(part):6.1%}")
     print("\nrows where a cause's estimate passed the gap left to it (capped; an over-estimate or an earlier "
           "cause's):")
     for (gpu_name, name), (n, over) in capped.items():
@@ -358,8 +373,9 @@ def variants_main(gpu_names: list[str], min_m: int = 1024) -> int:
                     if c.time_saved_us > 20:
                         big.append(c)
             saved = [c.time_saved_us for c in cmps]
-            named = [sum(x.removed_us for x in c.causes[:-1]) for c in cmps]
-            est_named = [sum(x.removed_estimate_us for x in c.causes[:-1]) for c in cmps]
+            # Causes only one side estimates (a loop probe of one kernel) are left out of the sums.
+            named = [sum(x.removed_us for x in c.causes[:-1] if x.name not in c.one_sided) for c in cmps]
+            est_named = [sum(x.removed_estimate_us for x in c.causes[:-1] if x.name not in c.one_sided) for c in cmps]
             print(f"{gpu_name} {name}: all M: saving median {statistics.median(saved):+.1f} us; named causes' share "
                   f"change median {statistics.median(named):+.1f}, estimates' change median "
                   f"{statistics.median(est_named):+.1f}; pairs with saving > 20 us at M >= {min_m}: {len(big)}; "
@@ -376,7 +392,8 @@ def variants_main(gpu_names: list[str], min_m: int = 1024) -> int:
                       f"{_pearson(saved_big, before_us):+.2f} (Spearman {_spearman(saved_big, before_us):+.2f}), with "
                       f"its change {_pearson(saved_big, change):+.2f}")
             covered = [c for c in big if c.before.estimate('L2 re-reads') >= c.time_saved_us]
-            est_change = sum(sum(x.removed_estimate_us for x in c.causes[:-1]) for c in big)
+            est_change = sum(sum(x.removed_estimate_us for x in c.causes[:-1] if x.name not in c.one_sided)
+                             for c in big)
             print(f"{gpu_name} {name}: of the {len(big)} pairs saving > 20 us, {len(covered)} have a before-side L2 "
                   f"re-read estimate at least the saving (sum of savings {sum(c.time_saved_us for c in big):.1f} us, "
                   f"tool's estimates' change {est_change:+.1f})")

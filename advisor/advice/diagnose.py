@@ -23,13 +23,19 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
 7. operand staging: the shared-memory bytes an MMA loop (warpgroup or warp-level) writes and re-reads,
    at 128 B per clock at the sustained clock, past the busiest SM's binding work
    (advisor/advice/diagnose_causes.py);
-8. L2 re-reads: weight slabs read again from DRAM when the CTAs sharing them run waves apart past the
+8. K-loop rate: the busiest SM's K steps at the rate a measured loop probe of this kernel and loop shape
+   reached (operands from L2) past the binding work and operand staging (advisor/advice/diagnose_loop.py);
+9. CTA ramp: the probe's fixed cost per round of CTAs, exposed as fill/drain is, past fill/drain and the
+   epilogue, where the SM's timeline passes DRAM's (same module);
+10. L2 re-reads: weight slabs read again from DRAM when the CTAs sharing them run waves apart past the
    L2 size in the grouped launch order (advisor/advice/diagnose_l2.py);
-9. DRAM writes: the output's bytes at the write cost the calibration's copy and read probes imply, past
+11. DRAM writes: the output's bytes at the write cost the calibration's copy and read probes imply, past
    the binding work (advisor/advice/diagnose_causes.py);
-10. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
+12. DRAM slab reads: the weights read as one K step's row segments at the probe's measured rate for such
+   segments against its contiguous rate, past the binding work (advisor/advice/diagnose_loop.py);
+13. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
    spills (local loads and stores);
-11. unexplained.
+14. unexplained.
 Two diagnoses side by side (a change's before and after): advisor/advice/diagnose_compare.py.
 A family's shape may describe a kernel variant beyond its tiles (kernels/moe_fused_demand.py's spec does):
 `output_tile_bytes(config)` (what one tile's epilogue writes), `output_dram_bytes()` (an output written once
@@ -37,10 +43,12 @@ however many tiles add into it), `mma_dots` (dots per K step over one A tile) an
 over the real M blocks, waves no wider than the programs); without them a tile writes BLOCK_M x BLOCK_N.
 
 Load latencies and the sustained clock are figures for Hopper (cited below and in diagnose_causes);
-on other GPUs causes 2, 4, 6 and 7 are left out with a note. Every assumption that
+on other GPUs causes 2, 4, 6, 7, 8, 9 and 12 are left out with a note, as are 8, 9 and 12 wherever no
+loop probe of the kernel and loop shape was measured. Every assumption that
 changes a number is a note on the Diagnosis.
-A little over 400 lines: the causes, the SASS reading they need and the text bar share one model;
-causes that need the tile's MMA geometry live in advisor/advice/diagnose_causes.py.
+About 520 lines: the causes, the SASS reading they need and the text bar share one model (each cause's
+estimate reads the ones before it); causes that need the tile's MMA geometry live in
+advisor/advice/diagnose_causes.py, those read off a measured loop probe in advisor/advice/diagnose_loop.py.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from dataclasses import dataclass, field
 
 from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, copy_read_rates, dram_writes, operand_staging
 from advisor.advice.diagnose_l2 import l2_rereads, weight_reuse
+from advisor.advice.diagnose_loop import dram_slab_reads, loop_causes, probe_note, probe_timing
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling, Demand
@@ -344,6 +353,17 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
                          "sustained clock under tensor load, measured on an H100: ANCHORS section 6)")
     elif loop is not None and loop.tiles and clock_fraction is None:
         notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
+    probe = None
+    if loop is not None and loop.tiles and clock_fraction:
+        probe = probe_timing(_launch(subject, config), spec.arch, loop.tiles, config.num_warps, config.num_stages,
+                             launch_us, clock_fraction)
+    if probe is not None:
+        estimates += loop_causes(probe, dict((n, e) for n, e, _ in estimates), busiest_ctas, loop.trips, exposed,
+                                 busiest_main, max(busiest_t.values(), default=0.0))
+        notes.append(probe_note(probe, spec.name, clock_fraction))
+    elif loop is not None and loop.tiles:
+        notes.append("no loop probe of this kernel and loop shape on this GPU: K-loop rate and CTA ramp not "
+                     "estimated (benchmarks/moe_loop_probe.py measures one)")
     reuse = weight_reuse(shape, config, loop.tiles, d.active_ctas, d.ctas, m_runs) if loop is not None else None
     # A persistent grid's programs are the waves' width where they are fewer than the CTAs the SMs hold.
     wave_ctas = min(sms * resident_per_sm, d.ctas) if getattr(shape, "persistent", False) else sms * resident_per_sm
@@ -366,6 +386,15 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         estimates.append(("DRAM writes", *dram_writes(written, *rates_rw, dram_us, busiest_main)))
     elif loop is not None and loop.epilogue_bytes:
         notes.append(f"no calibrated DRAM copy and read probes for {spec.name}: DRAM writes not estimated")
+    if probe is not None and reuse is not None and dram_us:
+        # The weights each used matrix streams once: its N x K (padded) slabs, within the compulsory bytes.
+        weight_bytes = min(d.dram_bytes, sum(r > 0 for r in reuse[0]) * shape.n * loop.trips * loop.tiles[2]
+                           * loop.element_bytes)
+        # The SM's timeline past the binding work: what the causes on it (staging, loop, fill, epilogue, ramp) named.
+        sm_extra = sum(e for n, e, _ in estimates if n in ("operand staging", "K-loop rate", "fill/drain", "epilogue",
+                                                          "CTA ramp"))
+        estimates.append(("DRAM slab reads", *dram_slab_reads(
+            probe, loop.tiles[2] * loop.element_bytes, weight_bytes, dram_us, busiest_main + sm_extra)))
     if latency is None:
         notes.append(f"no documented load latency for {spec.name}: exit-only CTAs, fill/drain, epilogue and memory "
                      "latency not estimated")

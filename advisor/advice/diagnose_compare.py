@@ -44,6 +44,7 @@ class Comparison:
     before: Diagnosis
     after: Diagnosis
     causes: list[CauseChange]  # every cause of either side, "unexplained" last
+    one_sided: tuple[str, ...] = ()  # causes estimated on one side only (e.g. a loop probe of one kernel)
 
     @property
     def time_saved_us(self) -> float:
@@ -52,14 +53,16 @@ class Comparison:
     @property
     def removed(self) -> CauseChange | None:
         """The named cause the change removed most of (None when no named cause shrank)."""
-        named = [c for c in self.causes if c.name != "unexplained" and c.removed_us > 0]
+        named = [c for c in self.causes if c.name != "unexplained" and c.removed_us > 0
+                 and c.name not in self.one_sided]
         return max(named, key=lambda c: c.removed_us, default=None)
 
     @property
     def removed_by_estimate(self) -> CauseChange | None:
         """The named cause whose estimate (before capping) the change lowered most: a cause's capped share
         also shrinks when only the gap shrank, where its estimate passed the gap left to it."""
-        named = [c for c in self.causes if c.name != "unexplained" and c.removed_estimate_us > 0]
+        named = [c for c in self.causes if c.name != "unexplained" and c.removed_estimate_us > 0
+                 and c.name not in self.one_sided]
         return max(named, key=lambda c: c.removed_estimate_us, default=None)
 
     def to_json(self) -> dict:
@@ -75,6 +78,7 @@ class Comparison:
                 "causes": [c.to_json() for c in self.causes],
                 "removed": removed.name if removed else None,
                 "removed_by_estimate": self.removed_by_estimate.name if self.removed_by_estimate else None,
+                "one_sided": list(self.one_sided),
                 "notes": list(dict.fromkeys(self.before.notes + self.after.notes))}
 
 
@@ -91,7 +95,9 @@ def compare(before: Diagnosis, after: Diagnosis) -> Comparison:
     for name in [*names, "unexplained"]:
         (b, be), (a, ae) = get(before, name), get(after, name)
         rows.append(CauseChange(name, b, a, be, ae))
-    return Comparison(before, after, rows)
+    # A cause only one side could estimate (no loop probe of the other kernel) is shown, never named removed.
+    sides = [{c.name for c in dx.causes} for dx in (before, after)]
+    return Comparison(before, after, rows, tuple(n for n in names if (n in sides[0]) != (n in sides[1])))
 
 
 def render_compare(cmp: Comparison, width: int = 80) -> list[str]:
@@ -126,6 +132,8 @@ def render_compare(cmp: Comparison, width: int = 80) -> list[str]:
     elif by_estimate is None and removed is not None:
         lines += textwrap.wrap(f"no named cause's estimate fell: {removed.name}'s share shrank only because the gap "
                                "it is capped by did", width)
+    if cmp.one_sided:
+        lines += textwrap.wrap(f"estimated on one side only, not named as removed: {', '.join(cmp.one_sided)}", width)
     for note in dict.fromkeys(b.notes + a.notes):
         lines += textwrap.wrap(f"note: {note}", width, subsequent_indent="      ")
     return lines
