@@ -33,8 +33,10 @@ class TmuxSession:
     def __init__(self, tmp_path: Path, name: str, command: list[str], size: tuple[int, int]):
         self.socket = str(tmp_path / "tmux.sock")
         self.name = f"{name}-{os.getpid()}"
-        # The program under test runs without the test process's interpreter setting or tmux client.
-        self.env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TMUX")}
+        # The program under test runs without the test process's interpreter setting or tmux client, and
+        # without COLUMNS/LINES (pytest-xdist's workers set 80x24, and Textual sizes its screen by them, not
+        # by the pane: a 100x30 pane then shows an 80x24 app whose notifications fall outside it).
+        self.env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TMUX", "COLUMNS", "LINES")}
         self.env.update(TERM="xterm-256color", PYTHONPATH=str(ROOT))
         shell = " ".join(f"'{a}'" for a in command)
         self.tmux("new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]), "-c", str(ROOT),
@@ -51,9 +53,8 @@ class TmuxSession:
         """Send tmux key names (Enter, Tab, q), or with `literal` the text as typed."""
         self.tmux("send-keys", "-t", self.name, *(["-l"] if literal else []), *keys)
 
-    def wait_for(self, pattern: str, timeout: float = 120, poll: float = 0.3, fail: bool = True) -> str:
-        """The screen once the regular expression `pattern` appears on it; after `timeout` s fails the test, or
-        with `fail=False` returns an empty string."""
+    def wait_for(self, pattern: str, timeout: float = 120, poll: float = 0.3) -> str:
+        """The screen once the regular expression `pattern` appears on it; fails the test after `timeout` s."""
         end = time.monotonic() + timeout
         screen = ""
         while time.monotonic() < end:
@@ -61,8 +62,6 @@ class TmuxSession:
             if re.search(pattern, screen):
                 return screen
             time.sleep(poll)
-        if not fail:
-            return ""
         pytest.fail(f"{pattern!r} did not appear; the screen:\n{screen}")
 
     def wait_gone(self, pattern: str, timeout: float = 60, poll: float = 0.3) -> str:
