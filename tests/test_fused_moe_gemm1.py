@@ -35,42 +35,43 @@ FORMS = [
 ]
 
 
-@pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", CASES[1:3])
-def test_gemm1_persistent_flattened_matches_reference(device, m, e, top_k, k, inter, tiles, kind):
-    """The persistent tile loop pipelined with the K loop as one (flatten): the same result."""
+def gemm1_case(device, m, e, top_k, k, inter, tiles, kind, paired):
+    """One case's inputs on `device`: config, A, interleaved weights, routing ids, the routing aligned for the
+    kernel form, a NaN-filled output, the float32 reference and the seed."""
     gen, seed = fresh_generator()
     config = make_config(*tiles)
-    weights, ids, unused = routing(kind, m, e, top_k, gen)
+    _, ids, unused = routing(kind, m, e, top_k, gen)
     a = torch.randn(m, k, generator=gen).to(torch.bfloat16)
     w = random_weights(e, 2 * inter, k, torch.bfloat16, gen, unused)
     ref = g1.reference(a, w, ids)
     a, w_il, ids = (t.to(device) for t in (a, ff.interleave_gate_up(w), ids))
-    align = moe_align_block_size(ids, config["BLOCK_SIZE_M"], e)
+    align = moe_align_block_size(ids, g1.align_block(config, paired), e)
     c = torch.full((m * top_k, inter), NAN, dtype=torch.bfloat16, device=device)
-    g1.invoke_gemm1(a, w_il, c, *align, top_k=top_k, config=config, paired=False, persistent=True, flatten=True)
+    return config, a, w_il, ids, align, c, ref, seed
+
+
+def check_output(c, ref, config, seed):
+    """Every output row and column written, and within the tolerance of the float32 reference."""
     assert not torch.isnan(c).any(), f"rows or columns left unwritten (seed {seed})"
     err = rel_error(c, ref)
     assert err < TOLERANCE, f"relative error {err:.2e} with {config.label()} (seed {seed})"
+
+
+@pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", CASES[1:3])
+def test_gemm1_persistent_flattened_matches_reference(device, m, e, top_k, k, inter, tiles, kind):
+    """The persistent tile loop pipelined with the K loop as one (flatten): the same result."""
+    config, a, w_il, ids, align, c, ref, seed = gemm1_case(device, m, e, top_k, k, inter, tiles, kind, paired=False)
+    g1.invoke_gemm1(a, w_il, c, *align, top_k=top_k, config=config, paired=False, persistent=True, flatten=True)
+    check_output(c, ref, config, seed)
 
 
 @pytest.mark.parametrize("paired, persistent, b_tma", FORMS)
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", CASES)
 def test_gemm1_matches_reference(device, m, e, top_k, k, inter, tiles, kind, paired, persistent, b_tma):
-    gen, seed = fresh_generator()
-    config = make_config(*tiles)
-    weights, ids, unused = routing(kind, m, e, top_k, gen)
-    a = torch.randn(m, k, generator=gen).to(torch.bfloat16)
-    w = random_weights(e, 2 * inter, k, torch.bfloat16, gen, unused)
-    ref = g1.reference(a, w, ids)
-    w_il = ff.interleave_gate_up(w)
-    a, w_il, ids = (t.to(device) for t in (a, w_il, ids))
-    align = moe_align_block_size(ids, g1.align_block(config, paired), e)
-    c = torch.full((m * top_k, inter), NAN, dtype=torch.bfloat16, device=device)
+    config, a, w_il, ids, align, c, ref, seed = gemm1_case(device, m, e, top_k, k, inter, tiles, kind, paired=paired)
     g1.invoke_gemm1(a, w_il, c, *align, top_k=top_k, config=config, paired=paired, persistent=persistent,
                     b_tma=b_tma)
-    assert not torch.isnan(c).any(), f"rows or columns left unwritten (seed {seed})"
-    err = rel_error(c, ref)
-    assert err < TOLERANCE, f"relative error {err:.2e} with {config.label()} (seed {seed})"
+    check_output(c, ref, config, seed)
 
 
 def test_pairs_straddle_experts_and_halve_padding():
@@ -103,25 +104,15 @@ def test_gemm1_rejects_misaligned_routing(device):
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", CASES)
 def test_gemm1_on_pregathered_a_matches_reference(device, m, e, top_k, k, inter, tiles, kind, persistent, flatten):
     """A gathered into sorted order first (`gather_rows`), then read through a TMA descriptor: the same result."""
-    gen, seed = fresh_generator()
-    config = make_config(*tiles)
-    weights, ids, unused = routing(kind, m, e, top_k, gen)
-    a = torch.randn(m, k, generator=gen).to(torch.bfloat16)
-    w = random_weights(e, 2 * inter, k, torch.bfloat16, gen, unused)
-    ref = g1.reference(a, w, ids)
-    a, w_il, ids = (t.to(device) for t in (a, ff.interleave_gate_up(w), ids))
-    align = moe_align_block_size(ids, config["BLOCK_SIZE_M"], e)
+    config, a, w_il, ids, align, c, ref, seed = gemm1_case(device, m, e, top_k, k, inter, tiles, kind, paired=False)
     a_sorted = g1.gather_rows(a, align[0], align[2], top_k)
     rows = align[0][: int(align[2])].long().cpu()
     valid = rows < m * top_k
     assert torch.equal(a_sorted[: len(rows)][valid].cpu(), a.cpu()[rows[valid] // top_k])
     assert not a_sorted[: len(rows)][~valid].cpu().any(), "padding rows must be zeros"
-    c = torch.full((m * top_k, inter), NAN, dtype=torch.bfloat16, device=device)
     g1.invoke_gemm1(a, w_il, c, *align, top_k=top_k, config=config, paired=False, a_sorted=a_sorted, b_tma=True,
                     persistent=persistent, flatten=flatten)
-    assert not torch.isnan(c).any(), f"rows or columns left unwritten (seed {seed})"
-    err = rel_error(c, ref)
-    assert err < TOLERANCE, f"relative error {err:.2e} with {config.label()} (seed {seed})"
+    check_output(c, ref, config, seed)
 
 
 def test_pregathered_a_must_match_the_routing(device):
