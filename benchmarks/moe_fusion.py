@@ -78,14 +78,14 @@ def parse_label(label: str) -> Config:
                   num_warps=p["w"], num_stages=p["s"])
 
 
-def shapes(dry: bool):
-    """(name, E, top_k, H, I, Ms) per case."""
+def shapes(dry: bool, cases=CASES, dry_shapes=DRY_SHAPES):
+    """(name, E, top_k, H, I, Ms) per case of `cases` ((preset, TP, Ms) each; `dry_shapes` under --dry-run)."""
     if dry:
-        return DRY_SHAPES
+        return dry_shapes
     from kernels.moe_presets import get_preset
 
     out = []
-    for name, tp, ms in CASES:
+    for name, tp, ms in cases:
         s = get_preset(name).shape(tp)
         out.append((f"{name} TP{tp}", s.num_experts, s.top_k, s.hidden, s.intermediate, ms))
     return out
@@ -131,7 +131,7 @@ def compile_all(tasks, workers: int) -> dict:
     return failed
 
 
-def _timer(dry: bool):
+def _timer(dry: bool, launches_per_graph: int = 10, warmup: int = 3):
     """CUDA-graph median on a GPU; on the CPU interpreter, one wall-clock call (only to run the code)."""
     if dry:
         def wall(fn):
@@ -140,7 +140,7 @@ def _timer(dry: bool):
             return (time.perf_counter() - start) * 1e6
         return wall
     from advisor.measure.timing import time_launch
-    return lambda fn: time_launch(fn, launches_per_graph=10, replays=20, warmup=3).us
+    return lambda fn: time_launch(fn, launches_per_graph=launches_per_graph, replays=20, warmup=warmup).us
 
 
 def bench_gemm1(spec_rows, device: str, dry: bool, failed: dict, deadline: float,

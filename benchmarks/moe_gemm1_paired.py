@@ -36,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import moe_fusion  # noqa: E402
 from moe_fusion import parse_label, target_device  # noqa: E402
 
 from ceilings.launch import Config  # noqa: E402
@@ -83,15 +84,7 @@ def gpu_key(name: str | None) -> str | None:
 
 
 def shapes(dry: bool):
-    if dry:
-        return DRY_SHAPES
-    from kernels.moe_presets import get_preset
-
-    out = []
-    for name, tp, ms in CASES:
-        s = get_preset(name).shape(tp)
-        out.append((f"{name} TP{tp}", s.num_experts, s.top_k, s.hidden, s.intermediate, ms))
-    return out
+    return moe_fusion.shapes(dry, CASES, DRY_SHAPES)
 
 
 def case_configs(e, top_k, inter, m, device_name, dry) -> list[Config]:

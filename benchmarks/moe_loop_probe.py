@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from moe_fusion import _timer  # noqa: E402
+
 from ceilings.launch import Config  # noqa: E402
 from kernels.moe_bench import MoEGemmSpec  # noqa: E402
 
@@ -104,14 +106,8 @@ def ctas_per_sm(shape, resources: dict) -> int:
 
 
 def timer(dry: bool):
-    if dry:
-        def wall(fn):
-            start = time.perf_counter()
-            fn()
-            return (time.perf_counter() - start) * 1e6
-        return wall
-    from advisor.measure.timing import time_launch
-    return lambda fn: time_launch(fn, launches_per_graph=2, replays=20, warmup=1).us
+    """moe_fusion's timer with this probe's counts: 2 launches a graph, 1 warm-up."""
+    return _timer(dry, launches_per_graph=2, warmup=1)
 
 
 def run_loop_probe(shapes, compiled, device: str, dry: bool, deadline: float) -> list[dict]:
