@@ -109,17 +109,10 @@ def timing_for(go) -> dict:
     as fill SAMPLE_US: a launch of a few microseconds timed 10 to a graph carries the graph's own start-up
     in its time and differs by several percent from one timing to the next (RESULTS 21: p90 11% on such
     launches), too much to tell configs 2% apart."""
-    import torch
-
     from advisor.measure.sweep import STANDARD_TIMING
+    from advisor.measure.timing import one_launch_us
 
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    go()  # warm
-    start.record()
-    go()
-    end.record()
-    torch.cuda.synchronize()
-    single = max(start.elapsed_time(end) * 1e3, 0.5)
+    single = one_launch_us(go, least_us=0.5)
     per_graph = int(min(MAX_LAUNCHES_PER_GRAPH, max(STANDARD_TIMING["launches_per_graph"], SAMPLE_US / single)))
     return {**STANDARD_TIMING, "launches_per_graph": per_graph}
 

@@ -126,6 +126,20 @@ def time_launch(fn: Callable[[], object], *, mode: str = GRAPH, launches_per_gra
                   min_us=min(samples), max_us=max(samples))
 
 
+def one_launch_us(fn: Callable[[], object], least_us: float) -> float:
+    """One call of `fn` after one warm call, timed with CUDA events, in us and at least `least_us` (events
+    resolve about half a microsecond): what sizes a graph of launches to fill a sample."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()  # warm
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return max(start.elapsed_time(end) * 1e3, least_us)
+
+
 def measure_checked(run: Callable[[], object], output, reference, *, tol: float, what: str = "output",
                     **timing) -> tuple[Timing, float]:
     """Poison `output` with NaN, run once, check against `reference`, then time `run`.

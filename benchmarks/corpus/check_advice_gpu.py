@@ -71,6 +71,10 @@ sys.path[:0] = [str(HERE), str(ROOT)]
 
 from replay import DATA, LIBRARIES, Case, Variant, _grid3, load_cases  # noqa: E402
 
+# GPU time of one timed sample (a CUDA-graph replay of as many launches as fill it): as `suggest --measure`'s
+from advisor.measure.launch_run import MAX_LAUNCHES_PER_GRAPH as MAX_PER_GRAPH  # noqa: E402
+from advisor.measure.launch_run import SAMPLE_US  # noqa: E402
+
 PLAN = DATA / "advice_gpu_plan.json"
 FRESH_PLAN = DATA / "advice_gpu_plan_fresh.json"
 FRESH_PER_LIBRARY = {lib: 99 for lib in LIBRARIES}  # every kernel left; the first FRESH_LAUNCHES taken
@@ -285,25 +289,15 @@ def warm_worker(cases: list[Case], folder: Path) -> None:
 TIMING_COLUMNS = ["library", "launch_id", "index", "kernel", "config", "roles", "from_rule", "grid", "status", "us",
                   "us_first", "us_second", "min_us", "max_us", "launches_per_sample", "replays", "rel_err",
                   "int_mismatch", "note"]
-SAMPLE_US = 1000.0     # GPU time of one timed sample (a CUDA-graph replay of as many launches as fill it)
-MAX_PER_GRAPH = 200
 
 
 def time_config(go) -> dict:
     """One config's timing: the median of 20 CUDA-graph replays, each of as many launches as fill SAMPLE_US
     (at most MAX_PER_GRAPH; measure.time_one's 20 left a 3 us launch's samples at 60 us, where the graph's
     own start-up is part of the time)."""
-    import torch
+    from advisor.measure.timing import one_launch_us, time_launch
 
-    from advisor.measure.timing import time_launch
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    go()
-    start.record()
-    go()
-    end.record()
-    torch.cuda.synchronize()
-    single = max(start.elapsed_time(end) * 1e3, 0.5)
+    single = one_launch_us(go, least_us=0.5)
     per_graph = int(min(MAX_PER_GRAPH, max(1, round(SAMPLE_US / single))))
     t = time_launch(go, launches_per_graph=per_graph, replays=20, warmup=2)
     return {"us": t.us, "min_us": f"{t.min_us:.3f}", "max_us": f"{t.max_us:.3f}",

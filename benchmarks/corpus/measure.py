@@ -209,17 +209,9 @@ def compare(work: dict, reference: dict, tol: float) -> tuple[bool, float, float
 
 
 def time_one(go) -> dict:
-    import torch
+    from advisor.measure.timing import one_launch_us, time_launch
 
-    from advisor.measure.timing import time_launch
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    go()
-    start.record()
-    go()
-    end.record()
-    torch.cuda.synchronize()
-    single = max(start.elapsed_time(end) * 1e3, 1.0)
+    single = one_launch_us(go, least_us=1.0)
     per_graph = int(min(20, max(1, round(TARGET_REPLAY_US / single))))
     t = time_launch(go, launches_per_graph=per_graph, replays=20, warmup=2)
     return {"us": f"{t.us:.3f}", "min_us": f"{t.min_us:.3f}", "max_us": f"{t.max_us:.3f}",
