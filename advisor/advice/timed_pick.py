@@ -21,7 +21,7 @@ import contextlib
 import math
 from collections.abc import Callable, Sequence
 
-from advisor.advice.search import Advice, Candidate, Subject, record_timings
+from advisor.advice.search import Advice, Candidate, Subject, _short, record_timings
 from ceilings.launch import Config
 
 RETIME_WITHIN = 1.04   # the two fastest closer than this are timed again (the noise of one timing: RESULTS 21)
@@ -61,7 +61,7 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
         if confirm:
             why, notes = subject.confirm(cand.config)
             if why:
-                advice.pruned[_kind(why)] += 1
+                advice.pruned[_short(why)] += 1
                 continue
             cand.notes = [n for n in notes if n not in cand.notes] + cand.notes
         try:
@@ -82,9 +82,3 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
         advice.notes.append(f"the two fastest were within {RETIME_WITHIN - 1:.0%} of each other and were timed "
                             "twice each (the faster of two timings kept)")
     return timed
-
-
-def _kind(reason: str) -> str:
-    from advisor.advice.search import _short
-
-    return _short(reason)
