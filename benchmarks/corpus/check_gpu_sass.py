@@ -14,18 +14,23 @@ reduction code). This check takes the GPU's compiles instead:
   floor's compulsory bytes and `ceilings.dram`'s expected bytes (within 25%).
 
     python3 benchmarks/corpus/check_gpu_sass.py compile --shards 14          # on the GPU machine
-    python benchmarks/corpus/check_gpu_sass.py compare DIR                   # DIR: gpu_sass.json + the tarball
+    python benchmarks/corpus/check_gpu_sass.py compare DIR [--workers 2] [--rows ROWS.csv]
+                                        # DIR: gpu_sass.json + the tarball (or its caches/ folder)
 
-Prints the tables; writes nothing into `data/` (RESULTS 17 and 26 have the figures of 2026-11-23).
+Prints the tables (and with `--rows` one CSV row per launch, answer and cell); writes nothing into `data/`
+(RESULTS 17, 26 and 32 have the figures). `compare` caches each cubin's disassembly beside it
+(`*.sass.json`): a cold run of the 188 launches took 5 min 30 s on 2 shared cores, two thirds of it in
+`nvdisasm`/`cuobjdump`; warm, the generic demand of each launch is what is left (RESULTS 32).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
+import multiprocessing
 import os
-import re
 import subprocess
 import sys
 import tarfile
@@ -102,9 +107,26 @@ def compile_all(shards: int) -> None:
     print(f"{len(rows)} launches, {sum('error' in r for r in rows)} errors")
 
 
+def _disassembled(cubin: str) -> dict:
+    """The cubin's registers, local bytes and SASS listing as the product's compile path reads them
+    (`ceilings.compile._resource_usage`: `cuobjdump --dump-resource-usage`, `nvdisasm -c -gi -hex`), cached
+    beside the cubin by its content's hash: the two tools took 0.57 s a cubin, two thirds of a cold run."""
+    from ceilings.compile import _resource_usage
+
+    data = Path(cubin).read_bytes()
+    cached = Path(f"{cubin}.{hashlib.sha1(data).hexdigest()[:16]}.sass.json")
+    if cached.exists():
+        return json.loads(cached.read_text())
+    usage = _resource_usage(data)
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(usage))
+    tmp.replace(cached)
+    return usage
+
+
 def _compiled(folder: str, kernel: str, triton_version: str):
     """The CompiledKernel of one cache entry's cubin and IR, or None."""
-    from ceilings.compile import CompiledKernel, _tool
+    from ceilings.compile import CompiledKernel
 
     cubin = os.path.join(folder, f"{kernel}.cubin")
     if not os.path.exists(cubin):
@@ -112,22 +134,22 @@ def _compiled(folder: str, kernel: str, triton_version: str):
     base = cubin[:-len(".cubin")]
     with open(base + ".json") as f:
         meta = json.load(f)
-    usage = subprocess.run([_tool("cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True,
-                           check=True).stdout
-    sass = subprocess.run([_tool("nvdisasm"), "-c", "-gi", cubin], capture_output=True, text=True, check=True).stdout
+    usage = _disassembled(cubin)
 
     def read(ext: str) -> str:
         return Path(base + ext).read_text() if os.path.exists(base + ext) else ""
 
     return CompiledKernel(kernel=kernel, arch=90, triton_version=triton_version, num_warps=meta["num_warps"],
                           num_stages=meta["num_stages"], shared_bytes=meta["shared"],
-                          registers=int(re.search(r"REG:(\d+)", usage).group(1)),
-                          local_bytes=sum(int(x) for x in re.findall(r"(?:STACK|LOCAL):(\d+)", usage)),
-                          ttir=read(".ttir"), ttgir=read(".ttgir"), ptx="", sass=sass, key="gpu")
+                          registers=usage["registers"], local_bytes=usage["local_bytes"],
+                          ttir=read(".ttir"), ttgir=read(".ttgir"), ptx="", sass=usage["sass"], key="gpu")
 
 
-def compare(folder: str) -> None:
-    sys.path.insert(0, str(HERE))
+_INFO: dict = {}  # set by compare() before the workers fork: gpu_sass.json, the caches folder, ncu's rows
+
+
+def _launch_row(row: dict) -> dict:
+    """One profiled launch through the generic demand: per cell and answer (ours, ncu's), and DRAM bytes."""
     import check_points as cp
 
     from ceilings.demand import generic_demand
@@ -135,6 +157,43 @@ def compare(folder: str) -> None:
     from ceilings.hardware import get_spec
     from ceilings.launch import Launch
     from ceilings.roofline import occupancy
+
+    out = {"library": row["library"], "launch_id": row["launch_id"]}
+    if "error" in row:
+        return {**out, "error": row["error"]}
+    began = time.time()
+    try:
+        case = cp.cases()[row["library"]][row["launch_id"]]
+        launch = Launch.from_dict(cp.launch_dict(case, case.recorded_variant())[0])
+        out["kernel"] = launch.kernel
+        compiled = next(filter(None, (_compiled(os.path.join(_INFO["caches"], row["shard"], h), launch.kernel,
+                                                _INFO["triton"]) for h in row.get("cache", []))), None)
+        if compiled is None:
+            return {**out, "error": "no cubin of the kernel in its cache entries"}
+        demand = generic_demand(launch, compiled)
+    except Exception as exc:  # noqa: BLE001 - a launch that fails is reported, the rest go on
+        return {**out, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    spec = get_spec("h100")  # the GPU of data/ncu.csv
+    measured = _INFO["ncu"][(row["library"], row["launch_id"])]
+    resident = spec.sms * max(occupancy(spec, launch.config.num_warps, compiled.registers, compiled.shared_bytes), 1)
+    out["registers_equal"] = str(compiled.registers) == measured["launch__registers_per_thread"]
+    out["dram"] = {"ncu": float(measured["dram__bytes_read.sum"] or 0) + float(measured["dram__bytes_write.sum"] or 0),
+                   "floor": demand.dram_bytes,
+                   **{f"expected x{share:g}": sum(expected_dram_bytes(demand.expected.dram_traffic,
+                                                                     spec.l2_bytes * share, resident))
+                      for share in DRAM_L2_SHARES}}
+    for answer, d in (("floor", demand), ("expected", demand.expected)):
+        for cell in CELLS:
+            pipes = ("fma", "alu") if cell == "fma+alu" else (cell,)
+            out[f"{answer} {cell}"] = (sum(d.instructions(p) for p in pipes),
+                                       sum(float(measured[f"sm__inst_executed_pipe_{p}.sum"] or 0) for p in pipes))
+    out["s"] = round(time.time() - began, 2)
+    return out
+
+
+def compare(folder: str, workers: int = 1, rows_csv: str | None = None) -> None:
+    sys.path.insert(0, str(HERE))
+    import check_points as cp
 
     with open(os.path.join(folder, "gpu_sass.json")) as f:
         info = json.load(f)
@@ -144,47 +203,33 @@ def compare(folder: str) -> None:
             tar.extractall(caches, filter="data")
     with open(cp.DATA / "ncu.csv") as f:
         ncu = {(r["library"], r["launch_id"]): r for r in csv.DictReader(f)}
-    spec = get_spec("h100")  # the GPU of data/ncu.csv
-    rows, dram_rows = [], []
-    for row in info["launches"]:
-        if "error" in row:
-            print(f"error: {row['library']} {row['launch_id']}: {row['error']}")
-            continue
-        case = cp.cases()[row["library"]][row["launch_id"]]
-        launch = Launch.from_dict(cp.launch_dict(case, case.recorded_variant())[0])
-        compiled = next(filter(None, (_compiled(os.path.join(caches, row["shard"], h), launch.kernel, info["triton"])
-                                      for h in row.get("cache", []))), None)
-        if compiled is None:
-            print(f"error: {row['library']} {launch.kernel}: no cubin of the kernel in its cache entries")
-            continue
-        demand = generic_demand(launch, compiled)
-        measured = ncu[(row["library"], row["launch_id"])]
-        resident = spec.sms * max(occupancy(spec, launch.config.num_warps, compiled.registers,
-                                            compiled.shared_bytes), 1)
-        dram_ncu = float(measured["dram__bytes_read.sum"] or 0) + float(measured["dram__bytes_write.sum"] or 0)
-        dram_rows.append({"library": row["library"], "ncu": dram_ncu, "floor": demand.dram_bytes,
-                          **{f"expected x{share:g}": sum(expected_dram_bytes(demand.expected.dram_traffic,
-                                                                            spec.l2_bytes * share, resident))
-                             for share in DRAM_L2_SHARES}})
-        for answer, d in (("floor", demand), ("expected", demand.expected)):
-            out = {"library": row["library"], "answer": answer,
-                   "registers_equal": str(compiled.registers) == measured["launch__registers_per_thread"]}
-            for cell in CELLS:
-                pipes = ("fma", "alu") if cell == "fma+alu" else (cell,)
-                out[cell] = (sum(d.instructions(p) for p in pipes),
-                             sum(float(measured[f"sm__inst_executed_pipe_{p}.sum"] or 0) for p in pipes))
-            rows.append(out)
+    _INFO.update(triton=info["triton"], caches=caches, ncu=ncu)
+    cp.cases()  # read once, before the workers fork
+    import ceilings.demand  # noqa: F401 - imported once, before the workers fork
+    began = time.time()
+    if workers > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            results = pool.map(_launch_row, info["launches"], chunksize=1)
+    else:
+        results = [_launch_row(row) for row in info["launches"]]
+    for r in results:
+        if "error" in r:
+            print(f"error: {r['library']} {r.get('kernel', r['launch_id'])}: {r['error']}")
+    done = [r for r in results if "error" not in r]
+    print(f"{len(done)} of {len(results)} launches in {time.time() - began:.0f} s ({workers} worker(s))")
+    if rows_csv:
+        _write_rows(rows_csv, done)
     for answer in ("floor", "expected"):
         print(f"\n{answer}: the GPU's SASS (Triton {info['triton']}, {info['gpu']}) within 10% of ncu, cells with work")
         print("| library | launches | " + " | ".join(CELLS) + " | registers equal to ncu's |")
         print("|---|---|" + "---|" * (len(CELLS) + 1))
         for library in ("liger", "flaggems", "fla", "gemlite", "all"):
-            mine = [r for r in rows if r["answer"] == answer and library in ("all", r["library"])]
+            mine = [r for r in done if library in ("all", r["library"])]
             cells = []
             for cell in CELLS:
-                work = [r[cell] for r in mine if r[cell][0] or r[cell][1]]
-                within = sum(1 for ours, theirs in work if theirs and abs(ours / theirs - 1) <= 0.1)
-                cells.append(f"{within / len(work):.0%} of {len(work)}" if work else "-")
+                work = [r[f"{answer} {cell}"] for r in mine if any(r[f"{answer} {cell}"])]
+                inside = sum(1 for ours, theirs in work if theirs and abs(ours / theirs - 1) <= 0.1)
+                cells.append(f"{inside / len(work):.0%} of {len(work)}" if work else "-")
             equal = sum(r["registers_equal"] for r in mine)
             print(f"| {library} | {len(mine)} | " + " | ".join(cells) + f" | {equal} of {len(mine)} |")
     answers = ["floor", *(f"expected x{share:g}" for share in DRAM_L2_SHARES)]
@@ -193,9 +238,22 @@ def compare(folder: str) -> None:
     print("| library | launches | " + " | ".join(answers) + " |")
     print("|---|---|" + "---|" * len(answers))
     for library in ("liger", "flaggems", "fla", "gemlite", "all"):
-        mine = [r for r in dram_rows if library in ("all", r["library"])]
+        mine = [r["dram"] for r in done if library in ("all", r["library"])]
         cells = [f"{sum(_within(r[a], r['ncu'], 0.25) for r in mine) / len(mine):.0%}" for a in answers]
         print(f"| {library} | {len(mine)} | " + " | ".join(cells) + " |")
+
+
+def _write_rows(path: str, done: list[dict]) -> None:
+    """One row per launch and cell: ours, ncu's and their ratio (for finding which launches miss)."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["library", "launch_id", "kernel", "answer", "cell", "ours", "ncu", "ratio"])
+        for r in done:
+            cells = [(answer, cell, *r[f"{answer} {cell}"]) for answer in ("floor", "expected") for cell in CELLS]
+            cells += [(a, "dram", r["dram"][a], r["dram"]["ncu"]) for a in r["dram"] if a != "ncu"]
+            for answer, cell, ours, theirs in cells:
+                w.writerow([r["library"], r["launch_id"], r["kernel"], answer, cell, f"{ours:.6g}", f"{theirs:.6g}",
+                            f"{ours / theirs:.4f}" if theirs else ""])
 
 
 def _within(ours: float, theirs: float, tolerance: float) -> bool:
@@ -212,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     shard.add_argument("of", type=int)
     cmp = sub.add_parser("compare", help="here")
     cmp.add_argument("folder")
+    cmp.add_argument("--workers", type=int, default=2, help="launches evaluated at once (processes)")
+    cmp.add_argument("--rows", help="write one CSV row per launch, answer and cell here")
     args = parser.parse_args(argv)
     if args.step == "compile":
         compile_all(args.shards)
@@ -219,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         compile_shard(args.index, args.of)
     else:
         sys.path[:0] = [str(HERE.parents[1]), os.environ.get("CORPUS_SITE", "/tmp/site")]
-        compare(args.folder)
+        compare(args.folder, args.workers, args.rows)
     return 0
 
 
