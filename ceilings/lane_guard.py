@@ -12,6 +12,12 @@ reader is unknown, as is anything computed from another source. At a conditional
 predicate is known, the side reached only through it runs in the warps that have a lane taking it.
 Where nothing is known, every warp runs the block (as before). The evaluation is exact where it applies,
 so it lowers the floor only to what runs.
+
+Predicates are three-valued per lane (held as "must be true" and "may be true"): a compare of a value
+not evaluated here (a scalar argument in a uniform register, `ISETP.LT.AND P0, PT, R5, UR10, !P0`) is
+unknown, and ANDed with a known false it is false. A side of a branch runs in the warps that have a
+lane that may take it, so an unknown lane never removes a warp (FlagGems' row scans guard their
+store with `tid < 32 && lane < N`: one warp of 8 may store, 7 cannot).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from ceilings.sass import CFG, Function, Instruction, dominators
 _MASK = 0xFFFFFFFF
 _REG = re.compile(r"^(?P<neg>[!\-~]?)(?P<name>U?R\d+|U?RZ|U?P\d+|U?PT)(?:\.reuse)?$")
 _IMM = re.compile(r"^-?(0x[0-9a-fA-F]+|\d+)$")
+_WIDE_LOADS = ("LDSM", "HMMA", "IMMA", "LDS", "LDG")
 _CMP = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater,
         "GE": np.greater_equal}
 
@@ -52,11 +59,11 @@ def warp_shares(fn: Function, cfg: CFG, warps: int | None) -> np.ndarray:
                 taken = _guard(ins, values, dom[b], lanes)
                 if taken is None:
                     continue
-                by_warp = taken.reshape(warps, 32)
-                sides = [(b + 1, ~by_warp)]
+                must, may = (side.reshape(warps, 32) for side in taken)
+                sides = [(b + 1, ~must)]  # lanes that may fall through
                 if ins.opcode == "BRA" and ins.target in fn.labels:
                     target = next(j for j, (s2, _) in enumerate(cfg.blocks) if s2 == fn.labels[ins.target])
-                    sides.append((target, by_warp))
+                    sides.append((target, may))
                 for head, lane_mask in sides:
                     if head >= len(cfg.blocks) or preds[head] != {b}:
                         continue  # reached another way too
@@ -88,7 +95,9 @@ def _operands(ins: Instruction) -> list[str]:
 def _destinations(ins: Instruction, operands: list[str]) -> list[str]:
     """Registers an instruction may write: its first operand, and the second where the first is a
     predicate (ISETP's second predicate, LOP3's register beside its predicate, SHFL's value) or the second
-    is a predicate (a carry out); a wide result (.64, .128, WIDE, matrix loads) also its next registers."""
+    is a predicate (a carry out); a wide result also its next registers: 2 for `.64` and `.WIDE`, 4 for
+    `.128` and for matrix and memory loads without a width (taking more than are written only loses
+    knowledge; fewer would keep a stale value: `LDC.64 R4` once cleared R6 and R7 as well)."""
     regs = [_REG.match(o) for o in operands[:2]]
     if not regs or regs[0] is None:
         return []
@@ -96,10 +105,11 @@ def _destinations(ins: Instruction, operands: list[str]) -> list[str]:
     second = regs[1].group("name") if len(regs) > 1 and regs[1] is not None else None
     if second is not None and (_is_predicate(names[0]) or _is_predicate(second)):
         names.append(second)
-    wide = {"64", "128", "WIDE"} & set(ins.mods.split(".")) or ins.opcode in ("LDSM", "HMMA", "IMMA", "LDS", "LDG")
-    if wide and re.fullmatch(r"R\d+", names[0]):
+    mods = set(ins.mods.split("."))
+    width = 4 if "128" in mods else 2 if mods & {"64", "WIDE"} else 4 if ins.opcode in _WIDE_LOADS else 1
+    if width > 1 and re.fullmatch(r"R\d+", names[0]):
         first = int(names[0][1:])
-        names += [f"R{first + k}" for k in range(1, 4)]
+        names += [f"R{first + k}" for k in range(1, width)]
     return names
 
 
@@ -118,26 +128,54 @@ def _read(token: str, values: dict, dominating: set[int], lanes: int):
     if name in ("RZ", "URZ"):
         return np.zeros(lanes, dtype=np.int64)
     if name in ("PT", "UPT"):
-        value = np.ones(lanes, dtype=bool)
+        value = np.ones((2, lanes), dtype=bool)
     else:
         held = values.get(name)
         if held is None or held[1] not in dominating:
-            return None
+            return _UNKNOWN_PREDICATE(lanes) if _is_predicate(name) else None
         value = held[0]
     if neg == "!":
-        return ~value if value.dtype == bool else None
+        return _not(value) if value.dtype == bool else None
     return value
 
 
+def _UNKNOWN_PREDICATE(lanes: int) -> np.ndarray:
+    """A predicate nothing is known of: must be true nowhere, may be true everywhere."""
+    return np.stack([np.zeros(lanes, dtype=bool), np.ones(lanes, dtype=bool)])
+
+
+def _known(value: np.ndarray) -> np.ndarray:
+    """A predicate known per lane, as (must, may)."""
+    return np.stack([value, value])
+
+
+def _not(p: np.ndarray) -> np.ndarray:
+    return np.stack([~p[1], ~p[0]])
+
+
+def _combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """Three-valued AND/OR/XOR of two predicates held as (must, may)."""
+    if op == "AND":
+        return np.stack([a[0] & b[0], a[1] & b[1]])
+    if op == "OR":
+        return np.stack([a[0] | b[0], a[1] | b[1]])
+    if op == "XOR":
+        known = (a[0] == a[1]) & (b[0] == b[1])
+        value = a[0] ^ b[0]
+        return np.stack([known & value, ~known | value])
+    return None
+
+
 def _guard(ins: Instruction, values: dict, dominating: set[int], lanes: int) -> np.ndarray | None:
-    """Per thread, whether the guarded branch or EXIT is taken."""
+    """Per thread, whether the guarded branch or EXIT must be taken and whether it may be (2 x lanes),
+    or None where nothing is known of the predicate."""
     m = re.search(r"@(?P<neg>!?)(?P<p>U?P\d+)\s", ins.text)
     if not m:
         return None
     held = values.get(m.group("p"))
     if held is None or held[1] not in dominating:
         return None
-    return ~held[0] if m.group("neg") else held[0]
+    return _not(held[0]) if m.group("neg") else held[0]
 
 
 def _lut(lut: int, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -170,19 +208,20 @@ def _evaluate(ins: Instruction, operands: list[str], values: dict, dominating: s
         if any(v is None or v.dtype == bool for v in (a, b, c)) or lut is None:
             return None
         r = _lut(lut, a, b, c)
-        return [r != 0, r] if pred_out else [r]
+        return [_known(r != 0), r] if pred_out else [r]
     if op == "ISETP" and len(operands) >= 5 and not {"EX", "X"} & set(mods):
         cmp = next((m for m in mods if m in _CMP), None)
         a, b, p = src(2), src(3), src(4)
-        if cmp is None or a is None or b is None or p is None or a.dtype == bool or p.dtype != bool:
+        if cmp is None or p is None or p.dtype != bool or any(v is not None and v.dtype == bool for v in (a, b)):
             return None
-        if "U32" not in mods:
-            a, b = _signed(a), _signed(b)
-        r = _CMP[cmp](a, b)
-        r = r & p if "AND" in mods else (r | p if "OR" in mods else (r ^ p if "XOR" in mods else None))
-        if r is None:
-            return None
-        return [r, None]
+        if a is None or b is None:  # a value not evaluated here: the compare is unknown in every lane
+            r = _UNKNOWN_PREDICATE(lanes)
+        else:
+            if "U32" not in mods:
+                a, b = _signed(a), _signed(b)
+            r = _known(_CMP[cmp](a, b))
+        combined = _combine(next((m for m in mods if m in ("AND", "OR", "XOR")), ""), r, p)
+        return None if combined is None else [combined, None]
     numbers = None
     if op in ("IADD3", "IMAD", "VIADD", "LEA", "SHF"):
         numbers = [src(i) for i in range(1, len(operands))]

@@ -205,7 +205,7 @@ def peeled_remainders(fn: Function, cfg: CFG, loops: list[Loop], loop_region: li
     pair's T // u passes of u copies and T % u of one already count. (Loop-invariant code hoisted out
     of such a loop carries its lines too and is counted out with them: a few instructions, and never
     more work than runs.)"""
-    owners, chains = _owners(ir), _chains(ir)
+    owners, chains = _owners(ir, inlined=True), _chains(ir)
     out = {}
     for i, (loop, region, (kind, _)) in enumerate(zip(loops, loop_region, share, strict=True)):
         if kind not in ("unrolled", "main"):
@@ -222,11 +222,20 @@ def peeled_remainders(fn: Function, cfg: CFG, loops: list[Loop], loop_region: li
     return out
 
 
-def _owners(ir: KernelIR) -> dict[int, list[int]]:
+def _owners(ir: KernelIR, inlined: bool = False) -> dict[int, list[int]]:
+    """Source line -> the regions holding ops of it; with `inlined`, also a line of inlined code that is
+    no kernel line (a listing without "inlined at" frames names the callee's lines) -> the regions holding
+    its inlined ops (loops are matched without them first: `_match_inlined`)."""
     owners: dict[int, list[int]] = defaultdict(list)
     for r in ir.regions:
         for line in r.lines:
             owners[line].append(r.index)
+    callee: dict[int, list[int]] = defaultdict(list)
+    for r in ir.regions if inlined else ():
+        for line in r.inlined:
+            if line not in owners:
+                callee[line].append(r.index)
+    owners.update(callee)
     return owners
 
 
@@ -266,12 +275,59 @@ def _match_loops(fn: Function, cfg: CFG, loops: list[Loop], ir: KernelIR) -> lis
                 for c in candidates:
                     votes[c] += 1 / len(candidates)
         matched.append(max(votes, key=lambda c: (votes[c], len(chains[c]))) if votes else None)
+    return _match_inlined(fn, cfg, loops, ir, matched)
+
+
+def _match_inlined(fn: Function, cfg: CFG, loops: list[Loop], ir: KernelIR,
+                   matched: list[int | None]) -> list[int | None]:
+    """SASS loops no kernel line matched, matched by the lines of inlined code as the callee has them
+    (`Region.inlined`): a listing without "inlined at" frames (Triton 3.6's) names only those. A function
+    inlined at k call sites gives k IR loops with the same callee lines, so they are told apart by order:
+    when m x k unmatched SASS loops under the same SASS parent vote for exactly those k IR loops, the
+    copies lie in program order, m loops each (m = 2: a main loop and its remainder loop), so the i-th
+    run of m in address order runs the i-th IR loop in the IR's (program) order. Any other count stays
+    unmatched (counted once per entry)."""
+    owners: dict[int, list[int]] = defaultdict(list)
+    for r in ir.regions:
+        for line in r.inlined:
+            owners[line].append(r.index)
+    if not owners:
+        return matched
+    chains = _chains(ir)
+    kinds = {r.index: r.kind for r in ir.regions}
+    matched = list(matched)
+    position = {id(lp): i for i, lp in enumerate(loops)}
+    changed = True
+    while changed:
+        changed = False
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for i, loop in enumerate(loops):
+            parent = _parent(loop, loops)
+            if matched[i] is not None or (parent is not None and matched[position[id(parent)]] is None):
+                continue
+            parent_ir = matched[position[id(parent)]] if parent is not None else None
+            candidates = set()
+            for b in _own_blocks(loop, loops):
+                for ins in fn.instructions[slice(*cfg.blocks[b])]:
+                    for r in owners.get(ins.line, ()):
+                        c = next((a for a in chains[r] if kinds[a] in ("for", "while")), None)
+                        if c is not None and c != parent_ir and c not in matched \
+                                and (parent_ir is None or parent_ir in chains[c]):
+                            candidates.add(c)
+            if candidates:
+                groups[(parent_ir, frozenset(candidates))].append(i)
+        for (_, candidates), members in groups.items():
+            if len(members) % len(candidates) == 0:
+                per_copy = len(members) // len(candidates)
+                for k, i in enumerate(sorted(members, key=lambda i: loops[i].first_addr)):
+                    matched[i] = sorted(candidates)[k // per_copy]
+                changed = True
     return matched
 
 
 def _place_blocks(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[int | None],
                   ir: KernelIR) -> list[int]:
-    owners, chains = _owners(ir), _chains(ir)
+    owners, chains = _owners(ir, inlined=True), _chains(ir)
     mapped = {r for r in loop_region if r is not None}
     dom = dominators(cfg)
     placed = [0] * len(cfg.blocks)

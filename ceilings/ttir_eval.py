@@ -97,6 +97,9 @@ class Region:
     parent: int | None
     line: int | None = None         # source line of the statement that opens it (the loop, the if)
     lines: Counter = field(default_factory=Counter)  # source line -> ops directly in this region
+    # ops inlined from a called function: the callee's own line (innermost frame) -> ops, for a SASS
+    # listing whose line table names only the callee's lines (Triton 3.6 emits no "inlined at")
+    inlined: Counter = field(default_factory=Counter)
     condition: np.ndarray | None = None  # then/else/block: share of its parent's runs it runs in, per CTA
     trips: np.ndarray | None = None      # for: iterations per entry, per CTA (None: unknown)
     step: int | None = None         # for: the induction variable's step, when one constant for every CTA
@@ -204,6 +207,21 @@ def _outer_line(body: str, aliases: Mapping[str, str], depth: int = 0) -> int | 
     return None
 
 
+def _inner_line(body: str, aliases: Mapping[str, str], depth: int = 0) -> int | None:
+    """The source line of an inlined location's innermost frame (the callee's own line); None for a
+    location that is not inlined."""
+    body = body.strip()
+    if depth > 64 or not body:
+        return None
+    if body.startswith("#loc"):
+        return _inner_line(aliases.get(body, ""), aliases, depth + 1)
+    if body.startswith("callsite("):
+        callee = _split_top(body[len("callsite("):-1], " at ")[0]
+        nested = _inner_line(callee, aliases, depth + 1)
+        return nested if nested is not None else _outer_line(callee, aliases, depth + 1)
+    return None
+
+
 def _split_top(text: str, sep: str) -> list[str]:
     """Split at `sep` outside parentheses, brackets and quotes."""
     parts, level, start, i, quoted = [], 0, 0, 0, False
@@ -306,7 +324,7 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             if expanded is not None and len(scopes) < expanded_at:
                 expanded = None
             if line is not None and kind in ("for", "while", "then", "else"):
-                _close_statement(regions, closed, line)
+                _close_statement(regions, closed, line, _inner_line(loc.group("body"), aliases))
             if stripped.startswith("} else {") and kind == "then":
                 then = regions[closed]
                 other = new_region("else", then.parent, then.line)
@@ -328,6 +346,9 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
         here = region_of_scope()
         if line is not None:
             regions[here].lines[line] += 1
+            inner = _inner_line(loc.group("body"), aliases)
+            if inner is not None:
+                regions[here].inlined[inner] += 1
         m = _DEF.match(text)
         op, rest, result = (m.group("op"), m.group("rest"), m.group("res")) if m else (None, "", None)
         if m is None:
@@ -456,7 +477,7 @@ def _stream_ids(address: frozenset[str], env: Mapping[str, object], evaluated: i
     return np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1].ravel()
 
 
-def _close_statement(regions: list[Region], closed: int, line: int) -> None:
+def _close_statement(regions: list[Region], closed: int, line: int, inner: int | None = None) -> None:
     """MLIR prints a structured op's location after its closing brace: the loop or `if` statement's
     line belongs to the enclosing region (bound computation, guard) and, for a loop, to its body too
     (the increment and the test run every iteration)."""
@@ -468,6 +489,10 @@ def _close_statement(regions: list[Region], closed: int, line: int) -> None:
     regions[region.parent].lines[line] += 1
     if region.kind in ("for", "while"):
         region.lines[line] += 1
+    if inner is not None:
+        regions[region.parent].inlined[inner] += 1
+        if region.kind in ("for", "while"):
+            region.inlined[inner] += 1
 
 
 def _iterations(lb: np.ndarray, step: np.ndarray, trips: np.ndarray, evaluated: int):

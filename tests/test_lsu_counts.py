@@ -91,3 +91,61 @@ def test_a_scalar_store_of_a_compiled_row_sum_counts_once_per_cta():
     assert d.instructions("lsu") == pytest.approx(8 * 4 * weighted.sum())
     assert weighted.sum() < all_warps.sum()
     assert any("guard on the thread index" in n for n in d.notes)
+
+
+SCALAR_GUARDED = """
+k:
+.text.k:
+        /*0000*/                   S2R R4, SR_TID.X ;
+        /*0010*/                   ULDC UR10, c[0x0][0x220] ;
+        /*0020*/                   LOP3.LUT R5, R4, 0x1f, RZ, 0xc0, !PT ;
+        /*0030*/                   LOP3.LUT P0, RZ, R4, 0xe0, RZ, 0xc0, !PT ;
+        /*0040*/                   ISETP.LT.AND P0, PT, R5, UR10, !P0 ;
+        /*0050*/              @!P0 EXIT ;
+        /*0060*/                   STG.E desc[UR8][R2.64], R7 ;
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_a_thread_guard_anded_with_a_scalar_argument_counts_in_the_warps_that_may_run_it():
+    # P0 = (lane < N) and (tid < 32): N is not evaluated per lane, but the AND is false outside warp 0.
+    fn = parse_sass(SCALAR_GUARDED)["k"]
+    assert warp_shares(fn, build_cfg(fn), 8).tolist() == [1.0, 0.125]
+    # ORed with the scalar compare instead, any lane may pass: every warp counts.
+    ored = parse_sass(SCALAR_GUARDED.replace("ISETP.LT.AND", "ISETP.LT.OR"))["k"]
+    assert warp_shares(ored, build_cfg(ored), 8).tolist() == [1.0, 1.0]
+
+
+def test_a_64_bit_load_clears_two_registers_not_four():
+    # R6 holds tid & 0x7f; LDC.64 R4 writes R4 and R5 only, so the guard on R6 stays known.
+    listing = """
+k:
+.text.k:
+        /*0000*/                   S2R R9, SR_TID.X ;
+        /*0010*/                   LOP3.LUT R6, R9, 0x7f, RZ, 0xc0, !PT ;
+        /*0020*/                   LDC.64 R4, c[0x0][0x220] ;
+        /*0030*/                   ISETP.LT.U32.AND P0, PT, R6, 0x20, PT ;
+        /*0040*/              @!P0 EXIT ;
+        /*0050*/                   STG.E desc[UR6][R4.64], R9 ;
+        /*0060*/                   EXIT ;
+"""
+    fn = parse_sass(listing)["k"]
+    assert warp_shares(fn, build_cfg(fn), 4).tolist() == [1.0, 0.25]
+    wide = parse_sass(listing.replace("LDC.64 R4", "LDC.128 R4"))["k"]
+    assert warp_shares(wide, build_cfg(wide), 4).tolist() == [1.0, 1.0]  # R4-R7 written: R6 unknown
+
+
+def test_a_compiled_row_scan_stores_from_one_warp_under_a_guard_with_its_length_argument():
+    kernels = str(Path(__file__).resolve().parent / "fixtures" / "lane_guard_kernels.py")
+    tensors = (TensorArg.contiguous("x_ptr", (4, 32), "float32"), TensorArg.contiguous("y_ptr", (4, 32), "float32"))
+    launch = Launch(kernels, "row_prefix_sum", (4,), tensors, {"N": 32}, {}, Config({"BLOCK": 32}, 8, 1))
+    compiled = compile_launch(launch)
+    ir = read_kernel_ir(compiled.ttgir, {"N": 32}, launch.grid)
+    p = place(compiled.sass, "row_prefix_sum", ir, 8)
+    lsu = p.table[:, QUANTITIES.index("lsu")]
+    stores = [b for b, (s, e) in enumerate(p.cfg.blocks) if any(i.opcode == "STG" for i in p.fn.instructions[s:e])]
+    # 32 lanes hold the row; the other 7 warps hold copies and do not store: the store runs in 1 warp of 8.
+    assert stores and all(p.warp_share[b] == 1 / 8 for b in stores)
+    others = [b for b in p.cfg.reachable if b not in stores]
+    expected = 4 * (8 * sum(lsu[b] for b in others) + 1 * sum(lsu[b] for b in stores))
+    assert generic_demand(launch, compiled).instructions("lsu") == pytest.approx(expected)
