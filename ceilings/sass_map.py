@@ -30,6 +30,13 @@ peeled out around a main loop and its remainder loop (Liger's sparsemax backward
 copy before, 4 a pass, 2 after, then 1 a pass) count nothing: the pair's T // u passes of u copies and
 T % u of one already make T.
 
+SASS loops no kernel line matches (a listing without "inlined at" frames, as Triton 3.6 prints a helper
+inlined at several call sites) are matched by the callee's lines and the call sites' program order
+(`_match_inlined`).
+
+The module runs past 400 lines (about 460) because placing blocks, matching loops and weighting them per
+CTA class share the line-to-region maps and the loop nest; the unroll and lane-guard readers are apart.
+
 Known limits: an unrolled loop whose counter is neither the IR's induction variable nor counted to a
 constant is still weighted by the IR's trip count; copies peeled before a loop unrolled without a
 remainder loop, and copies peeled out of a loop nested in another SASS loop, count once per entry on

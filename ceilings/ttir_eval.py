@@ -30,7 +30,7 @@ conditions are combined as if independent.
 Grids of more than MAX_CTAS CTAs are evaluated on an evenly spaced sample, each sampled CTA
 standing for an equal share of the grid.
 
-The module is longer than most (about 580 lines) because reading the regions, resolving locations
+The module is longer than most (about 670 lines) because reading the regions, resolving locations
 and evaluating values are one walk over the IR; split them and each would re-parse the text.
 """
 
