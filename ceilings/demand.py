@@ -168,8 +168,9 @@ def _dram_bytes(launch: Launch, ir: KernelIR, classes: CTAClasses, floor: bool, 
                 ) -> tuple[float, float, float]:
     """(compulsory DRAM bytes, working set, rewritten bytes): per tensor, the smaller of its footprint and
     the bytes its accesses issue (scalar predicates and TMA bounds evaluated, masks of tensor values not); the
-    working set is the expected one of those. Rewritten: bytes written to tensors the launch also reads,
-    which the compulsory bytes count once (the read), not again for the write-back (`Demand.rewritten_bytes`)."""
+    working set is the expected one of those. Rewritten: bytes plain stores write, at addresses that do not
+    depend on memory, to tensors the launch also reads, which the compulsory bytes count once (the read), not
+    again for the write-back (`Demand.rewritten_bytes`)."""
     footprint = {t.name: t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors}
     issued: dict[str, float] = defaultdict(float)
     read: dict[str, float] = defaultdict(float)
@@ -182,7 +183,10 @@ def _dram_bytes(launch: Launch, ir: KernelIR, classes: CTAClasses, floor: bool, 
             issued[access.argument] += moved
             if access.kind in ("load", "atomic"):
                 read[access.argument] += moved
-            if access.kind in ("store", "atomic"):
+            if access.kind == "store" and access.stream is not None:
+                # Plain stores at addresses from program ids and scalars: CTAs writing the same element of a
+                # tensor they read would race, so their bytes are taken as distinct (as the compulsory count
+                # takes loads). Atomics (accumulating into shared elements) and scattered stores are not.
                 written[access.argument] += moved
     if not issued:  # no access traced to an argument: the bytes the SASS issues, capped by the tensors
         total = sum(footprint.values())

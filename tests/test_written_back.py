@@ -70,3 +70,14 @@ def test_a_working_set_that_fits_in_the_l2_stays_free_of_dram_time():
     elements = 16 * (1 << 20) // 4  # 16 MiB in place: warm L2, and nothing need leave it
     ceiling = roofline(generic_demand(launch("scale_in_place", ("x_ptr",), elements)), H100.rates)
     assert ceiling.pipelines["dram"] == 0.0
+
+
+def test_scattered_and_atomic_writes_are_not_taken_as_distinct_rewritten_bytes():
+    elements = 128 * (1 << 20) // 4
+    index = TensorArg.contiguous("idx_ptr", (elements,), "int32")
+    scatter = launch("scale_in_place", ("x_ptr",), elements)
+    scatter = Launch(KERNELS, "scatter_in_place", scatter.grid, (*scatter.tensors, index), {}, {"BLOCK": BLOCK},
+                     scatter.config)
+    assert generic_demand(scatter).rewritten_bytes == 0.0  # repeated indices may write one element many times
+    # Every CTA adds into the same 4 KiB: the bytes issued (128 MiB) are not bytes written back.
+    assert generic_demand(launch("accumulate_in_place", ("x_ptr",), elements)).rewritten_bytes == 0.0
