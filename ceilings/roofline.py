@@ -9,6 +9,10 @@ kernel launched back to back in a CUDA graph), or, on the generic path, the meas
 of the same grid and CTA size where that is larger (`ceilings.latency_floor`; the "launch" pipeline then
 binds and holds it).
 
+DRAM bytes are the demand's compulsory bytes (left out when the working set fits in the L2 and launches run
+back to back), plus, of the bytes a launch writes in place (`Demand.rewritten_bytes`), what the L2 cannot still
+hold dirty when it ends (`written_back_bytes`).
+
 When CTAs differ in work (`Demand.cta_classes`: a persistent grid-stride loop gives some CTAs one
 row more; CTAs past a bound exit at once), the busiest SM's share of each pipeline is bounded below
 by `busiest_sm_work`: the larger of the average over SMs and, for every k, the k+1 smallest of the
