@@ -123,7 +123,7 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
                            "tensor_instructions": float(per_cta[j, _COLUMN["tensor"]]),
                            "smem": float(smem_per_cta[j]), **issue_work(per_warp[j], warps, float(path[j]))})
                for j, n in enumerate(counts)]
-    dram, touched = _dram_bytes(launch, ir, classes, floor, float(counts @ l2_per_cta))
+    dram, touched, rewritten = _dram_bytes(launch, ir, classes, floor, float(counts @ l2_per_cta))
     traffic = None if floor else dram_traffic(launch, ir, classes)
     kind, dtype = _mma(placement)
     demand_notes = list(notes)
@@ -140,7 +140,8 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
                   l2_bytes=float(counts @ l2_per_cta), dram_bytes=dram, shared_bytes=compiled.shared_bytes,
                   registers=compiled.registers, local_bytes=compiled.local_bytes,
                   source="generic (SASS x evaluated control flow)" + ("" if floor else ", expected"),
-                  notes=demand_notes, cta_classes=work_of, working_set_bytes=touched, dram_traffic=traffic)
+                  notes=demand_notes, cta_classes=work_of, working_set_bytes=touched, dram_traffic=traffic,
+                  rewritten_bytes=rewritten)
 
 
 def issue_work(per_warp: np.ndarray, warps: int, path_cycles: float | None = None) -> dict[str, float]:
@@ -164,22 +165,36 @@ def _working(ir: KernelIR, placement: Placement, weights: np.ndarray) -> np.ndar
 
 
 def _dram_bytes(launch: Launch, ir: KernelIR, classes: CTAClasses, floor: bool, l2_bytes: float
-                ) -> tuple[float, float]:
-    """(compulsory DRAM bytes, working set): per tensor, the smaller of its footprint and the bytes its
-    accesses issue (scalar predicates and TMA bounds evaluated, masks of tensor values not); the working
-    set is the expected one of those."""
+                ) -> tuple[float, float, float]:
+    """(compulsory DRAM bytes, working set, rewritten bytes): per tensor, the smaller of its footprint and
+    the bytes its accesses issue (scalar predicates and TMA bounds evaluated, masks of tensor values not); the
+    working set is the expected one of those. Rewritten: bytes plain stores write, at addresses that do not
+    depend on memory, to tensors the launch also reads, which the compulsory bytes count once (the read), not
+    again for the write-back (`Demand.rewritten_bytes`)."""
     footprint = {t.name: t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors}
     issued: dict[str, float] = defaultdict(float)
+    read: dict[str, float] = defaultdict(float)
+    written: dict[str, float] = defaultdict(float)
     for i, access in enumerate(ir.accesses):
         if access.argument in footprint:
             # Predicated-off copies and TMA box parts outside the tensor move nothing.
             runs = region_runs(ir, access.region, classes, floor) * np.nan_to_num(classes.access_share[i], nan=1.0)
-            issued[access.argument] += float(classes.counts @ runs) * access.elements * access.element_bytes
+            moved = float(classes.counts @ runs) * access.elements * access.element_bytes
+            issued[access.argument] += moved
+            if access.kind in ("load", "atomic"):
+                read[access.argument] += moved
+            if access.kind == "store" and access.stream is not None:
+                # Plain stores at addresses from program ids and scalars: CTAs writing the same element of a
+                # tensor they read would race, so their bytes are taken as distinct (as the compulsory count
+                # takes loads). Atomics (accumulating into shared elements) and scattered stores are not.
+                written[access.argument] += moved
     if not issued:  # no access traced to an argument: the bytes the SASS issues, capped by the tensors
         total = sum(footprint.values())
-        return (min(total, l2_bytes) if l2_bytes else total), (min(total, l2_bytes) if l2_bytes else total)
+        return (min(total, l2_bytes) if l2_bytes else total), (min(total, l2_bytes) if l2_bytes else total), 0.0
     dram = sum(min(footprint[name], b) for name, b in issued.items())
-    return dram, dram
+    rewritten = sum(min(footprint[name], read[name]) + min(footprint[name], written[name]) - min(footprint[name], b)
+                    for name, b in issued.items() if read[name] and written[name])
+    return dram, dram, rewritten
 
 
 def dram_traffic(launch: Launch, ir: KernelIR, classes: CTAClasses) -> DramTraffic:

@@ -9,6 +9,10 @@ kernel launched back to back in a CUDA graph), or, on the generic path, the meas
 of the same grid and CTA size where that is larger (`ceilings.latency_floor`; the "launch" pipeline then
 binds and holds it).
 
+DRAM bytes are the demand's compulsory bytes (left out when the working set fits in the L2 and launches run
+back to back), plus, of the bytes a launch writes in place (`Demand.rewritten_bytes`), what the L2 cannot still
+hold dirty when it ends (`written_back_bytes`).
+
 When CTAs differ in work (`Demand.cta_classes`: a persistent grid-stride loop gives some CTAs one
 row more; CTAs past a bound exit at once), the busiest SM's share of each pipeline is bounded below
 by `busiest_sm_work`: the larger of the average over SMs and, for every k, the k+1 smallest of the
@@ -65,6 +69,9 @@ class Demand:
     local_bytes: int | None = None     # local memory per thread (register spills)
     expected: Demand | None = None     # the expected work where this one is a floor (generic path)
     dram_traffic: object | None = None  # ceilings.dram.DramTraffic of the expected work (generic path)
+    # Bytes written to tensors the launch also reads (in place), which dram_bytes counts once: the roofline
+    # adds what of them the L2 cannot still hold dirty when the launch ends (`written_back_bytes`).
+    rewritten_bytes: float = 0.0
 
     def busiest_sm_work(self, key: str, sms: int) -> float:
         """A lower bound on the busiest SM's share of `key` ("tensor", a pipeline, "smem")."""
@@ -182,6 +189,17 @@ def issue_floors(demand: Demand, spec: GPUSpec) -> tuple[float | None, float | N
     return issue_us, chain_us
 
 
+def written_back_bytes(rewritten: float, l2_bytes: int | None) -> float:
+    """DRAM bytes a launch must write back of `rewritten` bytes it writes in place (in addition to the
+    compulsory bytes, which count those lines once, as read): every store leaves its line dirty in the L2
+    (write-back), a dirty line leaves it only by a write to DRAM, and at most the L2's capacity of dirty lines
+    is left when the launch ends; so at least `rewritten` - L2 bytes are written to DRAM during the launch,
+    whatever the replacement policy or what the L2 held when the launch began. 0 without a known L2 size."""
+    if not l2_bytes:
+        return 0.0
+    return max(0.0, rewritten - l2_bytes)
+
+
 def occupancy(spec: GPUSpec, warps_per_cta: int, registers: int | None, shared_bytes: int | None) -> int:
     """CTAs that fit on one SM at once, limited by warps, blocks, registers and shared memory."""
     limits = [spec.max_blocks_per_sm, spec.max_warps_per_sm // max(warps_per_cta, 1)]
@@ -238,6 +256,11 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
         dram_bytes = 0.0
         notes.append(f"warm L2: the {working_set / 1e6:.1f} MB working set fits in the {spec.l2_bytes >> 20} MB L2, "
                      "so back-to-back launches may not touch DRAM; DRAM time left out")
+    rewritten = written_back_bytes(demand.rewritten_bytes, spec.l2_bytes)
+    if rewritten:
+        dram_bytes += rewritten
+        notes.append(f"{demand.rewritten_bytes / 1e6:.1f} MB written in place: at most the {spec.l2_bytes >> 20} MB L2 "
+                     f"can still hold them dirty when the launch ends, so {rewritten / 1e6:.1f} MB reach DRAM in it")
     pipelines: dict[str, float | None] = {
         "tensor": tensor_us,
         "fma": issue_us("fma", fma_instr_rate),
