@@ -4,6 +4,7 @@ ceiling. On the tutorial-style fixtures, launches captured from a call (no GPU).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -72,12 +73,18 @@ def test_suggest_text_puts_the_caveats_under_the_launch_at_80_columns(matmul_adv
 def test_github_and_sarif_messages_carry_the_caveats(matmul_advices):
     from advisor.advice import report
 
-    # min_speedup 1.0: any gain is a finding, so the launch is annotated (the model predicts ~1.5x).
-    assert matmul_advices[0].gains(1.0)
-    github = report.to_github(matmul_advices, 1.0)
+    # Only a finding is annotated. Whether the model's best clears the keep-current margin of a generic launch
+    # moves with each refit of the transfer model (1.18x against 1.19x after RESULTS 33), and these lines check
+    # the annotation's text, not that choice: so the model's fastest config is put first, and min_speedup 1.0
+    # makes any gain a finding.
+    (advice,) = matmul_advices
+    fastest = min(advice.ranked, key=lambda c: c.predicted_us)
+    finding = dataclasses.replace(advice, ranked=[fastest, *(c for c in advice.ranked if c is not fastest)])
+    assert finding.gains(1.0)
+    github = report.to_github([finding], 1.0)
     assert f"Caveats: {WARM_L2}" in github.replace("%2C", ",")
-    (result,) = json.loads(report.to_sarif(matmul_advices, 1.0))["runs"][0]["results"]
-    outside = matmul_advices[0].current.outside_data or matmul_advices[0].best.outside_data
+    (result,) = json.loads(report.to_sarif([finding], 1.0))["runs"][0]["results"]
+    outside = finding.current.outside_data or finding.best.outside_data
     assert f"Caveats: {WARM_L2}" in result["message"]["text"]
     assert (OUTSIDE in result["message"]["text"]) == outside
     assert WARM_L2 in result["properties"]["caveats"]

@@ -60,6 +60,24 @@ def _synthetic(rows_per_library: int = 120, seed: int = 0):
     return x, y + rng.normal(0, 0.05, len(y)), library
 
 
+def test_each_gpu_gets_the_band_of_its_own_residuals_and_an_unknown_gpu_the_pooled_one(tmp_path):
+    x, y, library = _synthetic(rows_per_library=240)
+    key = [FEATURES.index(f) for f in ("sms", "clock_ghz", "dram_tbs")]
+    gpu = np.where(np.arange(len(y)) % 2 == 0, "h100", "h200")
+    x[:, key] = np.where((gpu == "h100")[:, None], [132, 1.98, 3.35], [132, 1.98, 4.8])
+    y = y + np.random.default_rng(3).normal(0, 1, len(y)) * np.where(gpu == "h100", 0.02, 0.4)
+    candidates = {k: v for k, v in CANDIDATES.items() if v is None or v == ("transfer", 2, 50)}
+    model = TransferModel.load(fit_transfer(x, y, library, launch=[str(i // 6) for i in range(len(y))],
+                                            candidates=candidates, row_gpus=gpu).save(tmp_path))
+    lo, hi = model.bands(x)
+    h100, h200 = gpu == "h100", gpu == "h200"
+    assert np.all(hi[h200] - lo[h200] > 2 * (hi[h100] - lo[h100]))  # the noisy GPU's band, not a shared one
+    assert hi[h100][0] - lo[h100][0] < model.band[1] - model.band[0] < hi[h200][0] - lo[h200][0]
+    other = x[:3].copy()
+    other[:, key] = [108, 1.41, 2.04]  # an A100: no band of its own
+    np.testing.assert_allclose(np.stack(model.bands(other)), np.array([[model.band[0]] * 3, [model.band[1]] * 3]))
+
+
 def test_fitted_saved_and_loaded_it_predicts_the_same_without_xgboost(tmp_path):
     x, y, library = _synthetic()
     candidates = {k: v for k, v in CANDIDATES.items() if v is None or v[1:] == (2, 50)}
@@ -185,7 +203,10 @@ def test_advisor_predict_on_a_kernel_of_no_shipped_family_uses_the_transfer_mode
                  "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["demand_source"].startswith("generic")
-    band = TransferModel.load().band
+    model = TransferModel.load()
+    h100_row = np.zeros((1, len(FEATURES)), np.float32)
+    h100_row[0, [FEATURES.index(f) for f in ("sms", "clock_ghz", "dram_tbs")]] = (132, 1.98, 3.35)
+    band = [float(b[0]) for b in model.bands(h100_row)]
     mid, (lo, hi) = doc["predicted_us"], doc["predicted_interval_us"]
     assert doc["ceiling_us"] <= mid <= doc["ceiling_us"] * math.exp(2.0)
     assert hi / mid == pytest.approx(math.exp(band[1]), rel=1e-3)

@@ -16,7 +16,10 @@ leave-one-library-out, so what it learns must hold on a library it did not see:
   `fit_transfer` chooses by an inner leave-one-library-out over the libraries it is given and keeps the
   residuals of that choice for the band.
 - **Band**: split conformal on those held-out residuals: the 10% and 90% points of log(measured /
-  predicted) over the libraries left out one at a time, added to the median. It claims 80%.
+  predicted) over the libraries left out one at a time, added to the median. It claims 80%. Given each
+  row's GPU, one band per GPU of at least MIN_GPU_ROWS rows (its own residuals; the GPUs' spreads differ:
+  benchmarks/RESULTS.md section 33), recognised at prediction by the GPU's constants in the feature row;
+  a GPU it has no band for gets the band of all rows.
 
 `RoutedModel` serves the product: rows with the `generic_path` feature go to this model, the others to
 the shipped model unchanged (no in-family change by construction).
@@ -59,6 +62,9 @@ CANDIDATES: dict[str, tuple[str, int, int] | None] = {
 PARAMS = {"eta": 0.05, "min_child_weight": 20, "lambda": 10.0, "subsample": 0.8, "colsample_bytree": 0.8,
           "seed": 0, "nthread": 1}
 LEVEL = 0.8  # the band's claim
+MIN_GPU_ROWS = 100  # fewer held-out residuals than this make a band of their own too noisy: the pooled one
+# The feature columns that tell GPUs apart in a row (a spec's own numbers, `features.feature_row`).
+_GPU_KEY = ("sms", "clock_ghz", "dram_tbs")
 
 
 def mape_level(y: np.ndarray) -> float:
@@ -151,9 +157,20 @@ def within_launch_sd(residuals: np.ndarray, launch: Sequence[str]) -> float | No
 class TransferModel:
     level: float                 # the prior, log(predicted / ceiling)
     median: object               # TreeEnsemble or xgboost.Booster over `features`; None: the level alone
-    band: tuple[float, float]    # log offsets of the 80% band about the median
+    band: tuple[float, float]    # log offsets of the 80% band about the median (every GPU)
     meta: dict
     support: Support | None = None
+
+    def bands(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The band's log offsets per row: its GPU's (meta `band_by_gpu`, matched on the GPU's constants
+        in the row), else the band of all rows."""
+        x = np.asarray(x, np.float32)
+        lo, hi = np.full(len(x), self.band[0]), np.full(len(x), self.band[1])
+        key = x[:, _columns(_GPU_KEY)]
+        for entry in self.meta.get("band_by_gpu", {}).values():
+            match = np.all(np.isclose(key, np.asarray(entry["key"], np.float32), rtol=1e-4), axis=1)
+            lo[match], hi[match] = entry["band"]
+        return lo, hi
 
     @property
     def features(self) -> list[str]:
@@ -170,7 +187,8 @@ class TransferModel:
         else:
             mid = self.median.predict(x[:, _columns(self.features)])
         mid = np.maximum(np.asarray(mid, dtype=float), 0.0)
-        return mid, mid + self.band[0], mid + self.band[1]
+        lo, hi = self.bands(x)
+        return mid, mid + lo, mid + hi
 
     def predict_us(self, ceiling_us: np.ndarray, x: np.ndarray):
         mid, lo, hi = self.predict_log_ratio(x)
@@ -213,11 +231,29 @@ class TransferModel:
                    Support.load(folder))
 
 
+def gpu_bands(residuals: np.ndarray, row_gpus: Sequence[str]) -> dict[str, dict]:
+    """The conformal band of each GPU with at least MIN_GPU_ROWS residuals, keyed by its name, with the
+    constants that recognise its rows."""
+    from ceilings.hardware import get_spec
+
+    row_gpus = np.asarray(row_gpus)
+    out = {}
+    for name in sorted(set(row_gpus.tolist())):
+        mine = row_gpus == name
+        if mine.sum() >= MIN_GPU_ROWS:
+            spec = get_spec(name)
+            out[name] = {"key": [float(spec.sms), spec.boost_clock_ghz, spec.dram_tbs],
+                         "band": list(conformal_band(residuals[mine])), "rows": int(mine.sum())}
+    return out
+
+
 def fit_transfer(x: np.ndarray, y: np.ndarray, library: np.ndarray, gpus: Sequence[str] = (),
-                 launch: Sequence[str] = (), candidates: dict = CANDIDATES) -> TransferModel:
+                 launch: Sequence[str] = (), candidates: dict = CANDIDATES,
+                 row_gpus: Sequence[str] = ()) -> TransferModel:
     """A TransferModel for rows `x` (all FEATURES) with targets `y` = log(measured / ceiling), the
     candidate and band chosen by leave-one-library-out over `library` (module docstring). `launch` names
-    each row's launch (GPU included), for the spread of held-out errors between configs of one launch."""
+    each row's launch (GPU included), for the spread of held-out errors between configs of one launch;
+    `row_gpus` each row's GPU, for a band per GPU."""
     from advisor.model.predict import require_xgboost
 
     xgb = require_xgboost("fitting the transfer model")
@@ -236,6 +272,8 @@ def fit_transfer(x: np.ndarray, y: np.ndarray, library: np.ndarray, gpus: Sequen
             "band_claim": LEVEL, "ranking_sd": within_launch_sd(y - held, launch) if len(launch) else None,
             "params": PARAMS, "xgboost": xgb.__version__, "trained": dt.date.today().isoformat(),
             "support": {"quantile": OUTSIDE_QUANTILE}}
+    if len(row_gpus):
+        meta["band_by_gpu"] = gpu_bands(y - held, row_gpus)
     support = fit_support(x[:, _columns(support_names)])
     meta["support"]["threshold"] = round(support.threshold, 4)
     return TransferModel(level, booster, band, meta, support)
