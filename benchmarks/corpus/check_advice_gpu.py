@@ -717,9 +717,11 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
         again = {r["launch_id"] for r in rows if "space" in r["roles"].split("+")}
         timings = [r for r in timings if r["launch_id"] not in again] + [r for r in rows if r["launch_id"] in again]
     outcomes = []
+    sets = {p["launch_id"]: p.get("set", "") for p in json.loads(plan_file().read_text())["launches"]}
     for lid, pair in runs.items():
         if 0 in pair and MEASURE in pair:
-            outcomes.append(launch_outcome(pair[0], pair[MEASURE], [r for r in timings if r["launch_id"] == lid]))
+            o = launch_outcome(pair[0], pair[MEASURE], [r for r in timings if r["launch_id"] == lid])
+            outcomes.append({"set": sets.get(lid, ""), "transfer_model": pair[0].get("transfer_model", ""), **o})
     noise = sorted(abs(o["own_repeat_us"] / o["own_us"] - 1) for o in outcomes if o["own_repeat_us"] and o["own_us"])
     tol = noise[int(0.9 * (len(noise) - 1))] if noise else 0.0
     with open(write / "advice_gpu.csv", "w", newline="") as f:
@@ -745,6 +747,8 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
                 "measure4_within_1.05_best": [x is not None and x <= 1.05 for x in m_best]}
 
     table = {lib: stats([o for o in outcomes if o["library"] == lib]) for lib in LIBRARIES}
+    for part in sorted({o["set"] for o in outcomes} - {""}):  # the held-out plan's first and fresh launches
+        table[f"all, {part} set"] = stats([o for o in outcomes if o["set"] == part])
     table["all"] = stats(outcomes)
     print(f"\nnoise: own config timed twice, |ratio - 1|: median {noise[len(noise) // 2]:.2%}, p90 {tol:.2%} "
           f"(the 'with noise' tolerance)" if noise else "no repeat timings")
