@@ -692,6 +692,12 @@ def launch_outcome(plain: dict, timed: dict, rows: list[dict]) -> dict:
     out["why"] = plain.get("why")
     out["measure4_basis"] = timed.get("basis")
     out["measure4_timed_by_product"] = timed.get("measured")
+    # The product's own timing of the own config in its --measure run, against this check's: runs that time
+    # at the same moment on one GPU (--measure-jobs > 1) can disagree with the check's lone timing.
+    own_cfg = json.loads(out["own_config"]) if out["own_config"] else None
+    product_own = next((c["measured_us"] for c in timed.get("ranked") or [] if own_cfg and c.get("measured_us")
+                        and same_config(c["config"], own_cfg) and same_config(own_cfg, c["config"])), None)
+    out["measure4_own_us_by_product"] = product_own
     out["failures"] = " | ".join(failures)
     return out
 
@@ -729,13 +735,26 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
         w.writeheader()
         w.writerows(outcomes)
 
-    def stats(group: list[dict]) -> dict:
+    def stats(everything: list[dict]) -> dict:
+        # A run the device deadline did not start is no result (a --resume call runs it); one that ran
+        # past its limit ("timeout") or failed is a miss.
+        started = lambda rc: not str(rc).startswith("not run (device")  # noqa: E731
+        group = [o for o in everything if started(o["suggest_rc"])]
+        measured4 = [o for o in everything if started(o["measure4_rc"])]
         f_own = [o["followed_vs_own"] for o in group]
         f_best = [o["followed_vs_best"] for o in group]
         s_own = [o["suggested_vs_own"] for o in group]
         s_best = [o["suggested_vs_best"] for o in group]
-        m_best = [o["measure4_vs_best"] for o in group]
-        return {"launches": len(group), "changed": sum(o["suggested_changed"] for o in group),
+        m_best = [o["measure4_vs_best"] for o in measured4]
+        repeat = sorted(abs(o["own_repeat_us"] / o["own_us"] - 1) for o in group if o["own_repeat_us"] and o["own_us"])
+        product = sorted(abs(o["measure4_own_us_by_product"] / o["own_us"] - 1) for o in measured4
+                         if o["measure4_own_us_by_product"] and o["own_us"])
+        return {"launches": len(group), "not_started": len(everything) - len(group),
+                "noise_median": repeat[len(repeat) // 2] if repeat else None, "noise_max": max(repeat, default=None),
+                "product_vs_check_median": product[len(product) // 2] if product else None,
+                "product_vs_check_over_5pct": f"{sum(x > 0.05 for x in product)}/{len(product)}",
+                "measure4_not_started": len(everything) - len(measured4),
+                "changed": sum(o["suggested_changed"] for o in group),
                 "close_call": sum(o["close_call"] for o in group),
                 "not_slower_strict": [x is not None and x <= 1.0 for x in f_own],
                 "not_slower_noise": [x is not None and x <= 1.0 + tol for x in f_own],
@@ -754,8 +773,10 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
           f"(the 'with noise' tolerance)" if noise else "no repeat timings")
     print("| library | launches | suggest names another config | of which close calls | followed: not slower than "
           f"own (1.0x) | (1+{tol:.3f}x) | followed: within 1.05x of best | named config: not slower (1.0x) | "
-          f"(1+{tol:.3f}x) | named: within 1.05x | measure 4 within 1.02x of best | measure 4 within 1.05x |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          f"(1+{tol:.3f}x) | named: within 1.05x | measure 4 within 1.02x of best | measure 4 within 1.05x | "
+          "noise: own repeat median / max | product's --measure time of own vs check's: median, over 5% |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
     summary = {"noise_p90": tol, "noise": noise, "libraries": {}}
     for lib, st in table.items():
         if not st["launches"]:
@@ -765,10 +786,16 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
               f"{_share(st['within_1.05_best'])} | {_share(st['named_not_slower_strict'])} | "
               f"{_share(st['named_not_slower_noise'])} | "
               f"{_share(st['named_within_1.05_best'])} | "
-              f"{_share(st['measure4_within_1.02_best'])} | {_share(st['measure4_within_1.05_best'])} |")
+              f"{_share(st['measure4_within_1.02_best'])} | {_share(st['measure4_within_1.05_best'])} | "
+              f"{pct(st['noise_median'])} / {pct(st['noise_max'])} | {pct(st['product_vs_check_median'])}, "
+              f"{st['product_vs_check_over_5pct']} |")
         summary["libraries"][lib] = {k: (sum(v) / len(v) if isinstance(v, list) and v else v) for k, v in st.items()}
     summary["failures"] = [{"library": o["library"], "kernel": o["kernel"], "launch_id": o["launch_id"],
                             "what": o["failures"]} for o in outcomes if o["failures"]]
+    for lib, st in table.items():
+        if st["not_started"] or st["measure4_not_started"]:
+            print(f"{lib}: not started before the device deadline (not counted): {st['not_started']} suggest, "
+                  f"{st['measure4_not_started']} suggest --measure 4")
     for f in summary["failures"]:
         print(f"FAIL {f['library']} {f['kernel']}: {f['what'][:300]}")
     (write / "advice_gpu_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
