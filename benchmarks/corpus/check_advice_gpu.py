@@ -43,6 +43,14 @@ A second, fresh set of launches (section 28: kernels no choice of `suggest`'s ru
 `plan --fresh` writes data/advice_gpu_plan_fresh.json, and `ADVICE_PLAN=that path` makes the device,
 warm and time steps read it.
 
+The held-out check (section 34): `check_transfer.py --write-held-out data/advice_gpu_held_out/models`, then
+`plan --held-out` (data/advice_gpu_held_out/plan.json: both plans' launches and, per library, the transfer
+model fitted without it, which each launch's `suggest` gets through TRITON_ADVISOR_TRANSFER_MODEL); run the
+device step with ADVICE_PLAN=that plan. A call cut by its deadline is taken up by another with
+`--resume FOLDER` (the first call's files carried in). `--measure-jobs 1` keeps the product's `--measure`
+timings from sharing the GPU with each other (section 34: with 4 at once they disagreed with this check's
+lone timings on 8 of 32 launches), at the cost of more calls.
+
 `analyze` joins them: per launch, the suggestion's and measure-4 choice's time against the own config
 and against the best of the measured space; per library shares; every failure of the product.
 
