@@ -147,6 +147,45 @@ def test_the_product_routes_with_the_shipped_transfer_model(gemm_row, monkeypatc
     assert (TRANSFER_DIR / "transfer_meta.json").exists()
 
 
+def test_a_transfer_model_given_by_its_folder_replaces_the_shipped_one(gemm_row, monkeypatch, tmp_path):
+    """TRITON_ADVISOR_TRANSFER_MODEL names a folder check_transfer.py wrote (e.g. one fitted without a
+    library, for the held-out advice check): generic-path launches are predicted by it and its spread sets
+    the close-call margin; the shipped families' launches keep the shipped model."""
+    import advisor.model.predict as pred
+
+    monkeypatch.setattr(pred, "_LOADED", {})
+    monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path / "home"))
+    held = TransferModel(0.7, None, (-0.1, 0.4), {"features": [], "ranking_sd": 0.123}).save(tmp_path / "held")
+    ceiling_us, exact = gemm_row
+    generic = exact.copy()
+    generic[0, GENERIC] = 1.0
+    shipped = pred.model_for(resolve_gpu("h100"))
+    monkeypatch.setenv(pred.TRANSFER_MODEL_ENV, str(held))
+    given = pred.model_for(resolve_gpu("h100"))
+    assert given is not shipped and given.transfer.level == 0.7
+    assert given.meta["intervals"]["ranking_sd_generic"] == 0.123
+    assert given.predict_us(np.array([ceiling_us]), generic)[0][0] == pytest.approx(ceiling_us * math.exp(0.7))
+    np.testing.assert_allclose(given.predict_us(np.array([ceiling_us]), exact),
+                               shipped.predict_us(np.array([ceiling_us]), exact))
+    monkeypatch.delenv(pred.TRANSFER_MODEL_ENV)
+    assert pred.model_for(resolve_gpu("h100")) is shipped
+
+
+def test_a_transfer_model_folder_without_a_model_is_a_one_line_user_error(capsys, monkeypatch, tmp_path):
+    import advisor.model.predict as pred
+    from advisor.cli import main
+
+    monkeypatch.setattr(pred, "_LOADED", {})
+    monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path))
+    monkeypatch.setenv(pred.TRANSFER_MODEL_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(AdvisorError, match="TRITON_ADVISOR_TRANSFER_MODEL=.*nowhere.*transfer_meta.json missing"):
+        pred.model_for(resolve_gpu("h100"))
+    fixtures = ROOT / "tests" / "fixtures"
+    assert main(["predict", str(fixtures / "matmul_kernel.py"), "--launch", str(fixtures / "matmul_launch.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "TRITON_ADVISOR_TRANSFER_MODEL" in err and "\n" not in err and "Traceback" not in err
+
+
 def test_a_generic_corpus_launch_is_predicted_within_its_band():
     """The H100 corpus points (generic-path features rebuilt from their ceilings' records): the shipped
     transfer model's band holds most measured times. They are its training rows, so this guards the shipped

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,6 +252,24 @@ def tuned_model_dir(gpu_name: str) -> Path:
 
 
 _LOADED: dict[str, LatencyModel] = {}
+# A transfer model to use instead of the shipped one: a folder `benchmarks/corpus/check_transfer.py` wrote
+# (e.g. one fitted without a library, to check advice on that library as a kernel the model never saw).
+TRANSFER_MODEL_ENV = "TRITON_ADVISOR_TRANSFER_MODEL"
+
+
+def transfer_folder() -> Path | None:
+    """The transfer model's folder: $TRITON_ADVISOR_TRANSFER_MODEL when set, else the shipped one (None
+    when none ships). A set variable naming no transfer model is a user error, not a silent fallback."""
+    from advisor.model.transfer import META_FILE, TRANSFER_DIR
+
+    given = os.environ.get(TRANSFER_MODEL_ENV, "").strip()
+    if not given:
+        return TRANSFER_DIR if (TRANSFER_DIR / META_FILE).exists() else None
+    folder = Path(given).expanduser()
+    if not (folder / META_FILE).is_file():
+        raise AdvisorError(f"{TRANSFER_MODEL_ENV}={given!r}: no transfer model there ({META_FILE} missing); give a "
+                           "folder written by benchmarks/corpus/check_transfer.py, or unset it for the shipped model")
+    return folder.resolve()
 
 
 def model_for(gpu: GPU | None = None):
@@ -261,19 +280,22 @@ def model_for(gpu: GPU | None = None):
         tuned = tuned_model_dir(gpu.name)
         if (tuned / "latency_meta.json").exists():
             folder = tuned
-    key = str(folder)
+    transfer = transfer_folder()
+    key = f"{folder}|{transfer}"
     if key not in _LOADED:
-        _LOADED[key] = with_transfer(LatencyModel.load(folder))
+        _LOADED[key] = with_transfer(LatencyModel.load(folder), transfer)
     return _LOADED[key]
 
 
-def with_transfer(model: LatencyModel):
-    """`model` for the shipped families' launches and the transfer model for generic-path launches
-    (`advisor.model.routing`), when the transfer model ships; else `model` alone."""
-    from advisor.model.transfer import META_FILE, TRANSFER_DIR, TransferModel
+def with_transfer(model: LatencyModel, folder: Path | None = None):
+    """`model` for the shipped families' launches and the transfer model of `folder` (default: the one
+    `transfer_folder` names) for generic-path launches (`advisor.model.routing`); `model` alone when there
+    is none."""
+    from advisor.model.transfer import TransferModel
 
-    if not (TRANSFER_DIR / META_FILE).exists():
+    folder = folder or transfer_folder()
+    if folder is None:
         return model
     from advisor.model.routing import RoutedModel
 
-    return RoutedModel(model, TransferModel.load(TRANSFER_DIR))
+    return RoutedModel(model, TransferModel.load(folder))

@@ -43,6 +43,14 @@ A second, fresh set of launches (section 28: kernels no choice of `suggest`'s ru
 `plan --fresh` writes data/advice_gpu_plan_fresh.json, and `ADVICE_PLAN=that path` makes the device,
 warm and time steps read it.
 
+The held-out check (section 34): `check_transfer.py --write-held-out data/advice_gpu_held_out/models`, then
+`plan --held-out` (data/advice_gpu_held_out/plan.json: both plans' launches and, per library, the transfer
+model fitted without it, which each launch's `suggest` gets through TRITON_ADVISOR_TRANSFER_MODEL); run the
+device step with ADVICE_PLAN=that plan. A call cut by its deadline is taken up by another with
+`--resume FOLDER` (the first call's files carried in). `--measure-jobs 1` keeps the product's `--measure`
+timings from sharing the GPU with each other (section 34: with 4 at once they disagreed with this check's
+lone timings on 8 of 32 launches), at the cost of more calls.
+
 `analyze` joins them: per launch, the suggestion's and measure-4 choice's time against the own config
 and against the best of the measured space; per library shares; every failure of the product.
 
@@ -77,6 +85,11 @@ from advisor.measure.launch_run import SAMPLE_US  # noqa: E402
 
 PLAN = DATA / "advice_gpu_plan.json"
 FRESH_PLAN = DATA / "advice_gpu_plan_fresh.json"
+# The held-out check (section 34): the plan's launches and beside them the four transfer models fitted
+# without one library each (`check_transfer.py --write-held-out`); each launch's `suggest` gets its
+# library's through TRITON_ADVISOR_TRANSFER_MODEL.
+HELD_OUT = DATA / "advice_gpu_held_out"
+HELD_OUT_PLAN = HELD_OUT / "plan.json"
 FRESH_PER_LIBRARY = {lib: 99 for lib in LIBRARIES}  # every kernel left; the first FRESH_LAUNCHES taken
 FRESH_LAUNCHES = 14
 SPACE_CAP = 24            # configs of a launch's space timed at most (the own and suggested ones come on top)
@@ -100,6 +113,31 @@ def out_dir() -> Path:
     return Path(os.environ["OUT"]) if os.environ.get("OUT") else DATA
 
 
+def plan_models() -> dict[str, Path]:
+    """The plan's transfer model per library (folders relative to the plan file); none: the shipped one."""
+    doc = json.loads(plan_file().read_text())
+    return {lib: (plan_file().parent / rel).resolve() for lib, rel in (doc.get("transfer_models") or {}).items()}
+
+
+def unreplayable() -> dict[str, str]:
+    """Launches `suggest` cannot be run on, by id, with the reason: the corpus's H100 ceiling evaluation of
+    the launch errored (a kernel file FlagGems generates at run time on another machine, a tensor dtype the
+    advisor does not take) or never ran; `suggest` evaluates the same launch and fails the same way."""
+    records: dict[str, list[dict]] = {}
+    for line in (DATA / "ceilings.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        records.setdefault(r["launch_id"], []).append(r)
+    out = {}
+    for lib in LIBRARIES:
+        for case in load_cases(lib):
+            rows = records.get(case.id, [])
+            if not rows:
+                out[case.id] = "no ceiling evaluation in data/ceilings.jsonl"
+            elif any("error" in r for r in rows):
+                out[case.id] = "ceiling evaluation errored: " + next(r["error"] for r in rows if "error" in r)[:160]
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- plan
 def plan(fresh: bool = False) -> None:
     """Launches for the check: per library, one launch per kernel (the one the corpus timed variants of),
@@ -112,6 +150,7 @@ def plan(fresh: bool = False) -> None:
     import sim_advice
 
     chosen, skipped = [], []
+    broken = unreplayable()
     first_plan = {(p["library"], p["kernel"]) for p in json.loads(PLAN.read_text())["launches"]} if fresh else set()
     if fresh:
         first_plan |= {(g[0]["library"], g[0]["kernel"]) for gpu in ("h100", "h200") for half in ("design", "check")
@@ -122,7 +161,7 @@ def plan(fresh: bool = False) -> None:
         for case in load_cases(lib):
             if (lib, case.kernel) in SKIP:
                 continue
-            if (lib, case.kernel) in first_plan:
+            if (lib, case.kernel) in first_plan or case.id in broken:
                 continue
             if case.kernel not in first:
                 first[case.kernel] = case
@@ -135,6 +174,8 @@ def plan(fresh: bool = False) -> None:
             chosen.append({"library": lib, "index": case.index, "launch_id": case.id, "kernel": case.kernel,
                            "autotune_configs": listed(case)})
     skipped = [{"library": lib, "kernel": k, "why": why} for (lib, k), why in SKIP.items()]
+    skipped += [{"library": c.library, "kernel": c.kernel, "launch_id": c.id, "why": broken[c.id]}
+                for lib in LIBRARIES for c in load_cases(lib) if c.id in broken]
     if fresh:
         order = [c for c in chosen if c["autotune_configs"] >= 3] + [c for c in chosen if c["autotune_configs"] < 3]
         chosen = order[:FRESH_LAUNCHES]
@@ -143,6 +184,26 @@ def plan(fresh: bool = False) -> None:
     by_lib = {lib: sum(1 for c in chosen if c["library"] == lib) for lib in LIBRARIES}
     print(f"{len(chosen)} launches, {len({(c['library'], c['kernel']) for c in chosen})} kernels: {by_lib}; "
           f"{sum(c['autotune_configs'] >= 3 for c in chosen)} with an autotune list of >= 3 -> {target}")
+
+
+def plan_held_out() -> None:
+    """HELD_OUT_PLAN: the first plan's launches (sections 21-28) and the fresh plan's (re-made here, so
+    that its exclusions hold), each tagged with its set, and the transfer model fitted without each
+    library (written before by `check_transfer.py --write-held-out data/advice_gpu_held_out/models`)."""
+    models = {lib: f"models/without-{lib}" for lib in LIBRARIES}
+    missing = [m for m in models.values() if not (HELD_OUT / m / "transfer_meta.json").exists()]
+    if missing:
+        sys.exit(f"no held-out transfer model in {', '.join(missing)} under {HELD_OUT}; run "
+                 f"python benchmarks/corpus/check_transfer.py --write-held-out {HELD_OUT / 'models'}")
+    plan(fresh=True)
+    broken = unreplayable()
+    first = json.loads(PLAN.read_text())
+    fresh = json.loads(FRESH_PLAN.read_text())
+    launches = [dict(p, set="first") for p in first["launches"] if p["launch_id"] not in broken]
+    launches += [dict(p, set="fresh") for p in fresh["launches"]]
+    HELD_OUT_PLAN.write_text(json.dumps({"launches": launches, "skipped": fresh["skipped"], "space_cap": SPACE_CAP,
+                                         "transfer_models": models}, indent=1) + "\n")
+    print(f"{len(launches)} launches ({sum(p['set'] == 'fresh' for p in launches)} fresh) -> {HELD_OUT_PLAN}")
 
 
 def planned(only: str | None = None) -> list[Case]:
@@ -161,21 +222,28 @@ def one_launch_trace(case: Case, folder: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ suggest
-def run_suggest(case: Case, trace: Path, measure: int, work: Path, workers: int) -> dict:
-    """`advisor suggest` as a user runs it on the launch's trace; its JSON, exit code and stderr."""
+def run_suggest(case: Case, trace: Path, measure: int, work: Path, workers: int, limit_s: float = 240.0) -> dict:
+    """`advisor suggest` as a user runs it on the launch's trace; its JSON, exit code and stderr. With the
+    plan's transfer model for the launch's library (one fitted without it) where the plan names one; a
+    run past `limit_s` is stopped and recorded as "timeout" (a failure of the product on that launch)."""
     cache = work / f"cache-{case.id}-m{measure}"
     env = dict(os.environ, TRITON_ADVISOR_CACHE=str(cache), TRITON_ADVISOR_WORKERS=str(workers))
+    model = plan_models().get(case.library)
+    if model is not None:
+        env["TRITON_ADVISOR_TRANSFER_MODEL"] = str(model)
     command = [sys.executable, "-m", "advisor.cli", "suggest", str(trace), "--format", "json"]
     if measure:
         command += ["--measure", str(measure)]
     t0 = time.time()
     try:
-        p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+        p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit_s)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as exc:
-        rc, out, err = "timeout", exc.stdout or "", str(exc.stderr or "")[-2000:]
+        text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")  # noqa: E731
+        rc, out, err = "timeout", text(exc.stdout), f"ran past {limit_s:.0f} s: " + text(exc.stderr)[-2000:]
     row = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
-           "measure": measure, "rc": rc, "wall_s": round(time.time() - t0, 1), "stderr": err.strip()[-1500:]}
+           "measure": measure, "rc": rc, "wall_s": round(time.time() - t0, 1), "stderr": err.strip()[-1500:],
+           "transfer_model": model.name if model is not None else "shipped"}
     try:
         (d,) = json.loads(out)["launches"]
         keep = ("current", "best", "speedup", "why", "considered", "pruned", "measured", "basis", "caveats",
@@ -402,7 +470,10 @@ def timing_process(only: str | None, folder: Path, deadline: float) -> None:
                              "roles": "own", "status": "crashed", "note": "the timing process died during this launch"})
             done.add(case.id)
             crashed.unlink()
-        todo = [c for c in cases if c.id not in done]
+        # a launch whose suggest the deadline did not start is timed in the call that runs it (--resume)
+        started = {lid for lid, rs in rows.items() if any(r["measure"] == 0 and not str(r["rc"]).startswith("not run")
+                                                          for r in rs)}
+        todo = [c for c in cases if c.id not in done and c.id in started]
         for case in todo:  # the measure-4 choice joins the variants the warm workers compiled
             spec_path = folder / f"{case.library}-{case.id}.variants.json"
             spec = json.loads(spec_path.read_text()) if spec_path.exists() else None
@@ -415,7 +486,8 @@ def timing_process(only: str | None, folder: Path, deadline: float) -> None:
                 spec = variants_json(case, folder / f"{case.library}-{case.id}.json", rows.get(case.id, []))
             spec_path.write_text(json.dumps(spec))
         time_launches(todo, folder, writer, fh, deadline)
-    sources = {c.id: json.loads((folder / f"{c.library}-{c.id}.variants.json").read_text())["source"] for c in cases}
+    sources = {c.id: json.loads((folder / f"{c.library}-{c.id}.variants.json").read_text())["source"] for c in cases
+               if (folder / f"{c.library}-{c.id}.variants.json").exists()}
     (out_dir() / "advice_gpu_spaces.json").write_text(json.dumps(sources, indent=1))
 
 
@@ -445,11 +517,27 @@ def interleaved(cases: list[Case]) -> list[Case]:
     return [c for group in zip_longest(*by_lib) for c in group if c is not None]
 
 
+NOT_STARTED = "not run (device deadline)"
+
+
+def resumed(folder: Path | None) -> tuple[list[dict], Path | None]:
+    """A cut run's `suggest` rows that ended (exit code, or past their limit: not run again) and its
+    timings file, to go on from in another call; rows its deadline did not start are run again."""
+    if folder is None:
+        return [], None
+    rows = [json.loads(x) for x in (folder / "advice_gpu_suggest.jsonl").read_text().splitlines()]
+    timings = folder / "advice_gpu_timings.csv"
+    return [r for r in rows if not str(r["rc"]).startswith("not run")], timings if timings.exists() else None
+
+
 def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: int, budget: float,
-           plain_from: str | None = None) -> None:
+           plain_from: str | None = None, suggest_limit: float = 150.0, resume: Path | None = None) -> None:
     """Step 1 and 2 overlapped: each launch's `suggest` (no measurement), then its `suggest --measure 4`
     (at most `measure_jobs` at once: they time on the GPU) and the compiles of its variants (CPU); then the
-    timing process alone on the GPU, with what is left of `budget` seconds."""
+    timing process alone on the GPU, with what is left of `budget` seconds. Each `suggest` run is stopped
+    after `suggest_limit` s; none starts after TIMING_RESERVE s before the budget's end. `resume`: a cut
+    run's output folder (its files carried in): its finished `suggest` runs and timed launches are kept,
+    the rest run here (a launch timed there is not timed again)."""
     start = time.time()
     folder = Path(os.environ.get("ADVICE_WORK", "/tmp/advice_gpu"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -458,11 +546,20 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
     cases = interleaved(planned(only))
     traces = {c.id: one_launch_trace(c, folder) for c in cases}
     log = out_dir() / "advice_gpu_suggest.jsonl"
-    log.write_text("")
-    (out_dir() / "advice_gpu_timings.csv").unlink(missing_ok=True)  # a fresh run: no launch resumed
+    kept, kept_timings = resumed(resume)
+    log.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    timings_out = out_dir() / "advice_gpu_timings.csv"
+    if kept_timings is not None and kept_timings.resolve() != timings_out.resolve():
+        timings_out.write_text(kept_timings.read_text())  # the timing process goes on after its launches
+    elif kept_timings is None:
+        timings_out.unlink(missing_ok=True)  # a fresh run: no launch resumed
+    timed_before = {r["launch_id"] for r in csv.DictReader(open(timings_out, newline=""))} if kept_timings else set()
     (folder / "inflight").unlink(missing_ok=True)
     lock = threading.Lock()
     measure_until = start + budget - TIMING_RESERVE
+    done_rows = {(r["launch_id"], r["measure"]): r for r in kept}
+    cases = [c for c in cases if not ((c.id, 0) in done_rows and (c.id, MEASURE) in done_rows
+                                      and c.id in timed_before)]
 
     def stamp(what):
         print(f"[{time.time() - start:6.0f} s] {what}", flush=True)
@@ -473,19 +570,27 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
         stamp(f"{row['kernel']} suggest{' --measure 4' if row['measure'] else ''}: exit {row['rc']} "
               f"({row['wall_s']} s) -> {(row.get('best') or {}).get('label')}")
 
-    plain_rows = {}
+    plain_rows = {lid: r for (lid, m), r in done_rows.items() if m == 0}
     if plain_from:  # a later part of a run: the suggestions without measurement come from the first part
         for line in Path(plain_from).read_text().splitlines():
             r = json.loads(line)
             if r["measure"] == 0:
                 plain_rows[r["launch_id"]] = r
 
-    def measured(case):
-        if time.time() > measure_until:
-            row = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
-                   "measure": MEASURE, "rc": "not run (device deadline)", "wall_s": 0, "stderr": ""}
+    def not_run(case, measure, why=NOT_STARTED):
+        return {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
+                "measure": measure, "rc": why, "wall_s": 0, "stderr": ""}
+
+    def measured(case, plain_rc):
+        if (case.id, MEASURE) in done_rows:
+            return
+        if plain_rc == "timeout":  # the same search, and the timings on top: it would run past its limit too
+            row = not_run(case, MEASURE, "not run (suggest without measurement ran past its limit)")
+        elif time.time() > measure_until:
+            row = not_run(case, MEASURE)
         else:
-            row = run_suggest(case, traces[case.id], MEASURE, folder, 2)
+            row = run_suggest(case, traces[case.id], MEASURE, folder, 2,
+                              min(suggest_limit, max(10.0, measure_until + 60 - time.time())))
         keep(row)
 
     def warmed(case):
@@ -493,11 +598,19 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
 
     with ThreadPoolExecutor(measure_jobs) as measure_pool, ThreadPoolExecutor(warm_jobs) as warm_pool:
         def plain(case):
-            row = plain_rows.get(case.id) or run_suggest(case, traces[case.id], 0, folder, 3)
-            keep(row)
+            row = plain_rows.get(case.id)
+            if row is None:
+                late = time.time() > measure_until
+                row = not_run(case, 0) if late else run_suggest(case, traces[case.id], 0, folder, 3, suggest_limit)
+                keep(row)
+            elif (case.id, 0) not in done_rows:  # --plain-from: the first part's row, recorded in this part
+                keep(row)
+            if str(row["rc"]).startswith("not run"):
+                keep(not_run(case, MEASURE))
+                return ()
             spec = variants_json(case, traces[case.id], [row])
             (folder / f"{case.library}-{case.id}.variants.json").write_text(json.dumps(spec))
-            return measure_pool.submit(measured, case), warm_pool.submit(warmed, case)
+            return measure_pool.submit(measured, case, row["rc"]), warm_pool.submit(warmed, case)
 
         with ThreadPoolExecutor(suggest_jobs) as pool:
             futures = [f for pair in pool.map(plain, cases) for f in pair]
@@ -587,6 +700,12 @@ def launch_outcome(plain: dict, timed: dict, rows: list[dict]) -> dict:
     out["why"] = plain.get("why")
     out["measure4_basis"] = timed.get("basis")
     out["measure4_timed_by_product"] = timed.get("measured")
+    # The product's own timing of the own config in its --measure run, against this check's: runs that time
+    # at the same moment on one GPU (--measure-jobs > 1) can disagree with the check's lone timing.
+    own_cfg = json.loads(out["own_config"]) if out["own_config"] else None
+    product_own = next((c["measured_us"] for c in timed.get("ranked") or [] if own_cfg and c.get("measured_us")
+                        and same_config(c["config"], own_cfg) and same_config(own_cfg, c["config"])), None)
+    out["measure4_own_us_by_product"] = product_own
     out["failures"] = " | ".join(failures)
     return out
 
@@ -612,9 +731,11 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
         again = {r["launch_id"] for r in rows if "space" in r["roles"].split("+")}
         timings = [r for r in timings if r["launch_id"] not in again] + [r for r in rows if r["launch_id"] in again]
     outcomes = []
+    sets = {p["launch_id"]: p.get("set", "") for p in json.loads(plan_file().read_text())["launches"]}
     for lid, pair in runs.items():
         if 0 in pair and MEASURE in pair:
-            outcomes.append(launch_outcome(pair[0], pair[MEASURE], [r for r in timings if r["launch_id"] == lid]))
+            o = launch_outcome(pair[0], pair[MEASURE], [r for r in timings if r["launch_id"] == lid])
+            outcomes.append({"set": sets.get(lid, ""), "transfer_model": pair[0].get("transfer_model", ""), **o})
     noise = sorted(abs(o["own_repeat_us"] / o["own_us"] - 1) for o in outcomes if o["own_repeat_us"] and o["own_us"])
     tol = noise[int(0.9 * (len(noise) - 1))] if noise else 0.0
     with open(write / "advice_gpu.csv", "w", newline="") as f:
@@ -622,13 +743,26 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
         w.writeheader()
         w.writerows(outcomes)
 
-    def stats(group: list[dict]) -> dict:
+    def stats(everything: list[dict]) -> dict:
+        # A run the device deadline did not start is no result (a --resume call runs it); one that ran
+        # past its limit ("timeout") or failed is a miss.
+        started = lambda rc: not str(rc).startswith("not run (device")  # noqa: E731
+        group = [o for o in everything if started(o["suggest_rc"])]
+        measured4 = [o for o in everything if started(o["measure4_rc"])]
         f_own = [o["followed_vs_own"] for o in group]
         f_best = [o["followed_vs_best"] for o in group]
         s_own = [o["suggested_vs_own"] for o in group]
         s_best = [o["suggested_vs_best"] for o in group]
-        m_best = [o["measure4_vs_best"] for o in group]
-        return {"launches": len(group), "changed": sum(o["suggested_changed"] for o in group),
+        m_best = [o["measure4_vs_best"] for o in measured4]
+        repeat = sorted(abs(o["own_repeat_us"] / o["own_us"] - 1) for o in group if o["own_repeat_us"] and o["own_us"])
+        product = sorted(abs(o["measure4_own_us_by_product"] / o["own_us"] - 1) for o in measured4
+                         if o["measure4_own_us_by_product"] and o["own_us"])
+        return {"launches": len(group), "not_started": len(everything) - len(group),
+                "noise_median": repeat[len(repeat) // 2] if repeat else None, "noise_max": max(repeat, default=None),
+                "product_vs_check_median": product[len(product) // 2] if product else None,
+                "product_vs_check_over_5pct": f"{sum(x > 0.05 for x in product)}/{len(product)}",
+                "measure4_not_started": len(everything) - len(measured4),
+                "changed": sum(o["suggested_changed"] for o in group),
                 "close_call": sum(o["close_call"] for o in group),
                 "not_slower_strict": [x is not None and x <= 1.0 for x in f_own],
                 "not_slower_noise": [x is not None and x <= 1.0 + tol for x in f_own],
@@ -640,13 +774,17 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
                 "measure4_within_1.05_best": [x is not None and x <= 1.05 for x in m_best]}
 
     table = {lib: stats([o for o in outcomes if o["library"] == lib]) for lib in LIBRARIES}
+    for part in sorted({o["set"] for o in outcomes} - {""}):  # the held-out plan's first and fresh launches
+        table[f"all, {part} set"] = stats([o for o in outcomes if o["set"] == part])
     table["all"] = stats(outcomes)
     print(f"\nnoise: own config timed twice, |ratio - 1|: median {noise[len(noise) // 2]:.2%}, p90 {tol:.2%} "
           f"(the 'with noise' tolerance)" if noise else "no repeat timings")
     print("| library | launches | suggest names another config | of which close calls | followed: not slower than "
           f"own (1.0x) | (1+{tol:.3f}x) | followed: within 1.05x of best | named config: not slower (1.0x) | "
-          f"(1+{tol:.3f}x) | named: within 1.05x | measure 4 within 1.02x of best | measure 4 within 1.05x |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          f"(1+{tol:.3f}x) | named: within 1.05x | measure 4 within 1.02x of best | measure 4 within 1.05x | "
+          "noise: own repeat median / max | product's --measure time of own vs check's: median, over 5% |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
     summary = {"noise_p90": tol, "noise": noise, "libraries": {}}
     for lib, st in table.items():
         if not st["launches"]:
@@ -656,10 +794,16 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
               f"{_share(st['within_1.05_best'])} | {_share(st['named_not_slower_strict'])} | "
               f"{_share(st['named_not_slower_noise'])} | "
               f"{_share(st['named_within_1.05_best'])} | "
-              f"{_share(st['measure4_within_1.02_best'])} | {_share(st['measure4_within_1.05_best'])} |")
+              f"{_share(st['measure4_within_1.02_best'])} | {_share(st['measure4_within_1.05_best'])} | "
+              f"{pct(st['noise_median'])} / {pct(st['noise_max'])} | {pct(st['product_vs_check_median'])}, "
+              f"{st['product_vs_check_over_5pct']} |")
         summary["libraries"][lib] = {k: (sum(v) / len(v) if isinstance(v, list) and v else v) for k, v in st.items()}
     summary["failures"] = [{"library": o["library"], "kernel": o["kernel"], "launch_id": o["launch_id"],
                             "what": o["failures"]} for o in outcomes if o["failures"]]
+    for lib, st in table.items():
+        if st["not_started"] or st["measure4_not_started"]:
+            print(f"{lib}: not started before the device deadline (not counted): {st['not_started']} suggest, "
+                  f"{st['measure4_not_started']} suggest --measure 4")
     for f in summary["failures"]:
         print(f"FAIL {f['library']} {f['kernel']}: {f['what'][:300]}")
     (write / "advice_gpu_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -680,13 +824,20 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds of timing")
     parser.add_argument("--plain-from", help="a first part's advice_gpu_suggest.jsonl: its suggestions without "
                         "measurement are used, not run again (a second part for launches the first did not finish)")
+    parser.add_argument("--suggest-limit", type=float, default=150.0,
+                        help="seconds one `suggest` run may take; past it, it is stopped and counted as a failure")
+    parser.add_argument("--resume", type=Path, help="device: a cut run's output folder (advice_gpu_suggest.jsonl, "
+                        "advice_gpu_timings.csv): its finished runs and timed launches are kept, the rest run")
+    parser.add_argument("--held-out", action="store_true", help="plan: data/advice_gpu_held_out/plan.json, the "
+                        "first and fresh plans' launches with the transfer models fitted without each library")
     parser.add_argument("--folder", default=str(DATA), help="analyze: the folder holding one run's advice_gpu_* "
                         "files (default data/; a later run of the whole plan in its own folder)")
     a = parser.parse_args()
     if a.step == "plan":
-        plan(a.fresh)
+        plan_held_out() if a.held_out else plan(a.fresh)
     elif a.step == "device":
-        device(a.only, a.suggest_jobs, a.measure_jobs, a.warm_jobs, a.budget, a.plain_from)
+        device(a.only, a.suggest_jobs, a.measure_jobs, a.warm_jobs, a.budget, a.plain_from, a.suggest_limit,
+               a.resume)
     elif a.step == "warm":
         warm(a.ids.split(","))
     elif a.step == "time":

@@ -14,11 +14,13 @@ generic-path band). `--previous`: also section 14's recipe (the shipped model's 
 `predict.train` with its 41 features and rows alike, on the shipped sweeps plus the other libraries'
 corpus rows of the same GPU; no inner choice), minutes more.
 
-    python benchmarks/corpus/check_transfer.py [--previous] [--write]
+    python benchmarks/corpus/check_transfer.py [--previous] [--write] [--write-held-out FOLDER]
 
 Writes `data/model_check_transfer.csv` (one row per point, GPU and model; `check_advice.py --model-check`
 reads it) and prints the tables; `--write` fits the shipped transfer model on every row and saves it in
-advisor/model/models/transfer/.
+advisor/model/models/transfer/; `--write-held-out FOLDER` saves the four models fitted without one library
+each (FOLDER/without-LIBRARY), which `check_advice_gpu.py` gives each launch's `suggest` through
+TRITON_ADVISOR_TRANSFER_MODEL, so that its advice comes from a model that never saw its library.
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ def with_prediction(rows: list[dict], model: str, mid, lo, hi) -> list[dict]:
             for r, m, a, b in zip(rows, mid, lo, hi, strict=True)]
 
 
-def transfer_held_out(rows: list[dict]) -> tuple[list[dict], dict]:
+def transfer_held_out(rows: list[dict], save_to: Path | None = None) -> tuple[list[dict], dict]:
+    """Each library's rows predicted by a model fitted without it; `save_to`: each such model saved in
+    save_to/without-LIBRARY (what TRITON_ADVISOR_TRANSFER_MODEL takes, for check_advice_gpu.py)."""
     from advisor.model.transfer import fit_transfer
 
     x, y, lib = arrays(rows)
@@ -83,6 +87,9 @@ def transfer_held_out(rows: list[dict]) -> tuple[list[dict], dict]:
                              [f"{r['gpu']}/{r['case']}" for r in train_rows],
                              row_gpus=[r["gpu"] for r in train_rows] if PER_GPU_BAND else ())
         chosen[held] = model.meta["candidate"], model.band, model.meta["inner_mape"][model.meta["candidate"]]
+        if save_to is not None:
+            model.meta["held_out_library"] = held
+            model.save(save_to / f"without-{held}")
         test_rows = [r for r, t in zip(rows, test, strict=True) if t]
         ceiling = np.array([r["ceiling_us"] for r in test_rows])
         # The fold's spread between configs of one launch: check_advice.py's close-call margin for it.
@@ -176,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--previous", action="store_true", help="also section 14's recipe (minutes)")
     parser.add_argument("--write", action="store_true", help="fit on every row and save the shipped transfer model")
     parser.add_argument("--pooled-band", action="store_true", help="one band for both GPUs (sections 18-18c)")
+    parser.add_argument("--write-held-out", metavar="FOLDER", type=Path,
+                        help="save the four held-out models in FOLDER/without-LIBRARY (for check_advice_gpu.py)")
     args = parser.parse_args(argv)
     global PER_GPU_BAND
     PER_GPU_BAND = not args.pooled_band
@@ -188,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         part = [r for r in rows if r["gpu"] == gpu]
         print(f"{gpu}: {len(part)} points, {len({r['case'] for r in part})} launches, "
               + ", ".join(f"{lib} {sum(r['library'] == lib for r in part)}" for lib in LIBRARIES), file=sys.stderr)
-    held, chosen = transfer_held_out(rows)
+    held, chosen = transfer_held_out(rows, args.write_held_out)
     predicted = held + constants(rows) + shipped(rows) + (previous(rows) if args.previous else [])
     print_tables(predicted)
     print("\nchosen per held-out library (inner leave-one-library-out):")

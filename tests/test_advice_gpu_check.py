@@ -1,0 +1,47 @@
+"""The held-out advice check's CPU parts (benchmarks/corpus/check_advice_gpu.py): which launches it can
+run, which transfer model each launch's `suggest` gets, and how a cut device call is taken up again."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks" / "corpus"))
+gpu_check = pytest.importorskip("check_advice_gpu")
+
+
+def test_launches_whose_ceiling_evaluation_errored_are_not_planned():
+    broken = gpu_check.unreplayable()
+    records = [json.loads(x) for x in (gpu_check.DATA / "ceilings.jsonl").read_text().splitlines()]
+    errored = {r["launch_id"] for r in records if "error" in r}
+    assert errored and errored <= set(broken)
+    assert all(why for why in broken.values())
+    for plan in (gpu_check.FRESH_PLAN, gpu_check.HELD_OUT_PLAN):
+        planned = {p["launch_id"] for p in json.loads(plan.read_text())["launches"]}
+        assert planned and not planned & set(broken)
+
+
+def test_each_library_gets_the_transfer_model_fitted_without_it(monkeypatch):
+    monkeypatch.setenv("ADVICE_PLAN", str(gpu_check.HELD_OUT_PLAN))
+    models = gpu_check.plan_models()
+    assert set(models) == set(gpu_check.LIBRARIES)
+    for lib, folder in models.items():
+        meta = json.loads((folder / "transfer_meta.json").read_text())
+        assert meta["held_out_library"] == lib and lib not in meta["libraries"]
+    monkeypatch.setenv("ADVICE_PLAN", str(gpu_check.PLAN))
+    assert gpu_check.plan_models() == {}  # the first plan: the shipped model
+
+
+def test_a_cut_run_keeps_what_ended_and_runs_again_what_its_deadline_did_not_start(tmp_path):
+    rows = [{"launch_id": "a", "measure": 0, "rc": 0}, {"launch_id": "a", "measure": 4, "rc": gpu_check.NOT_STARTED},
+            {"launch_id": "b", "measure": 0, "rc": "timeout"}, {"launch_id": "c", "measure": 0, "rc": 2}]
+    (tmp_path / "advice_gpu_suggest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept, timings = gpu_check.resumed(tmp_path)
+    assert [(r["launch_id"], r["measure"]) for r in kept] == [("a", 0), ("b", 0), ("c", 0)] and timings is None
+    (tmp_path / "advice_gpu_timings.csv").write_text("library,launch_id\n")
+    assert gpu_check.resumed(tmp_path)[1] == tmp_path / "advice_gpu_timings.csv"
+    assert gpu_check.resumed(None) == ([], None)
