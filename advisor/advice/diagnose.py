@@ -356,11 +356,11 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
     probe = None
     if loop is not None and loop.tiles and clock_fraction:
         probe = probe_timing(_launch(subject, config), spec.arch, loop.tiles, config.num_warps, config.num_stages,
-                             launch_us, clock_fraction)
+                             launch_us, clock_fraction, spec.name)
     if probe is not None:
         estimates += loop_causes(probe, dict((n, e) for n, e, _ in estimates), busiest_ctas, loop.trips, exposed,
                                  busiest_main, max(busiest_t.values(), default=0.0))
-        notes.append(probe_note(probe, spec.name, clock_fraction))
+        notes.append(probe_note(probe, spec.name))
     elif loop is not None and loop.tiles:
         notes.append("no loop probe of this kernel and loop shape on this GPU: K-loop rate and CTA ramp not "
                      "estimated (benchmarks/moe_loop_probe.py measures one)")
