@@ -262,6 +262,49 @@ def probe_constexprs(variant: str) -> tuple[str, dict]:
     return launch.kernel, {k: v for k, v in launch.constexprs if k in keep}
 
 
+def fit_row(r: dict, k_steps) -> tuple[float, float, float]:
+    """(step, first-round fixed + launch, further-round fixed) of a raw row: the step is the mean of the one-
+    and two-round K slopes (the latter per round)."""
+    k1, k2 = k_steps
+    dt = (k2 - k1) / r["shape"][2]
+    s1 = (r[f"us_k{k2}_r1"] - r[f"us_k{k1}_r1"]) / dt
+    s2 = (r[f"us_k{k2}_r2"] - r[f"us_k{k1}_r2"]) / dt / 2
+    step = (s1 + s2) / 2
+    trips = (k1 / r["shape"][2], k2 / r["shape"][2])
+    first = r[f"us_k{k1}_r1"] - trips[0] * step
+    further = ((r[f"us_k{k1}_r2"] + r[f"us_k{k2}_r2"]) - (r[f"us_k{k1}_r1"] + r[f"us_k{k2}_r1"])) / 2 \
+        - (trips[0] + trips[1]) / 2 * step
+    return step, first, further
+
+
+RESOLUTION_QUANTILE = 0.8   # the share of same-loop probe pairs whose difference falls inside the band
+
+
+def probe_resolution(doc: dict) -> dict | None:
+    """What two probes of one K loop differ by in one run: the previous kernel against fused-il (the same
+    K loop, tile and warps; only the epilogue differs) at every loop shape both ran with the same CTAs per
+    SM, as the RESOLUTION_QUANTILE quantile of the relative step difference and of the first- and
+    further-round fixed-cost differences (us). None where the run lacks either variant."""
+    import statistics
+
+    rows = {(r["variant"], tuple(r["shape"])): r for r in doc["loop"] if r.get("status") == "ok"}
+    pairs = [(a, rows[("fused-il", shape)]) for (v, shape), a in rows.items()
+             if v == "previous" and ("fused-il", shape) in rows
+             and rows[("fused-il", shape)]["ctas_per_sm"] == a["ctas_per_sm"]]
+    if len(pairs) < 10:
+        return None
+    fits = [(fit_row(a, doc["k_steps"]), fit_row(b, doc["k_steps"])) for a, b in pairs]
+    cut = int(RESOLUTION_QUANTILE * 10)
+
+    def q(values):
+        return round(statistics.quantiles(values, n=10)[cut - 1], 4)
+    return {"step_rel": q([abs(b[0] / a[0] - 1) for a, b in fits]),
+            "first_us": q([abs(b[1] - a[1]) for a, b in fits]),
+            "further_us": q([abs(b[2] - a[2]) for a, b in fits]),
+            "from": f"previous against fused-il at {len(pairs)} loop shapes (same K loop), "
+                    f"the {RESOLUTION_QUANTILE:.0%} quantile of their differences"}
+
+
 def convert(raw_path: Path, tag: str, out_dir: Path = PROBES) -> list[Path]:
     """The files `advisor/advice/diagnose_loop.py` reads, one per kernel variant of a raw probe: per loop
     shape the tiles per SM per round, the times at (K1, K2) for R = 1 (`us`) and R = 2 (`us_r2`) and the SM
@@ -272,6 +315,7 @@ def convert(raw_path: Path, tag: str, out_dir: Path = PROBES) -> list[Path]:
     dram = {r["probe"]: r["tbs"] for r in doc["dram"]}
     segments = {"contiguous": dram.get("contiguous 64x64 tiles")}
     segments.update({str(b): dram.get(f"slab {b} B segments") for b in (128, 256, 512)})
+    resolution = probe_resolution(doc)
     written = []
     for variant in dict.fromkeys(r["variant"] for r in doc["loop"]):
         kernel, constexprs = probe_constexprs(variant)
@@ -302,7 +346,7 @@ def convert(raw_path: Path, tag: str, out_dir: Path = PROBES) -> list[Path]:
                          "sweep_sustained_mhz": doc.get("sweep_clock", {}).get("after_sustained_mhz")},
                "left_out": {"why": "a non-positive step or first-round fixed cost: one of the times was slow",
                             "loops": left_out},
-               "dram_segment_tbs": segments, "loops": loops}
+               "dram_segment_tbs": segments, "resolution": resolution, "loops": loops}
         suffix = "" if variant == "previous" else "_" + variant.replace("-", "_")
         path = out_dir / f"{tag}_{kernel}{suffix}.json"
         path.write_text(json.dumps(out, indent=1) + "\n")

@@ -160,3 +160,33 @@ def test_the_diagnosis_names_the_probe_causes_and_never_passes_the_gap():
     dx = diagnose(FamilySubject(family, spec, gpu, other, "mixtral"), other, 700.0)
     assert "K-loop rate" not in [c.name for c in dx.causes]
     assert any("no loop probe" in n for n in dx.notes)
+
+
+def test_resolution_bands_scale_with_the_loop_and_the_rounds():
+    t = dl.LoopTiming(2, 1.0, 4.0, "probe GPU", {}, 3.0, "", {"step_rel": 0.05, "first_us": 0.5, "further_us": 0.25})
+    # 6 CTAs x 10 steps at 1 us per step of 2 co-resident CTAs: 30 us of loop, 5% of it; 4 rounds: 0.5 + 3 x 0.25.
+    assert dl.resolution_bands(t, busiest_ctas=6, trips=10, exposed=4) == pytest.approx(
+        {"K-loop rate": 1.5, "CTA ramp": 1.25})
+    assert dl.resolution_bands(dl.LoopTiming(2, 1.0, 4.0, "probe GPU", {}), 6, 10, 4) == {}
+
+
+def test_compare_does_not_name_a_probe_cause_moved_less_than_its_resolution():
+    from advisor.advice.diagnose import Cause, Diagnosis
+    from advisor.advice.diagnose_compare import compare, render_compare
+
+    def dx(ramp, k_loop, time_us):
+        causes = [Cause("epilogue", 5.0, 5.0, ""), Cause("CTA ramp", ramp, ramp, "", 3.0),
+                  Cause("K-loop rate", k_loop, k_loop, "", 10.0)]
+        named = sum(c.us for c in causes)
+        return Diagnosis("case", "GPU", BIG, time_us, "measured", 100.0, 100.0,
+                         [*causes, Cause("unexplained", time_us - 100.0 - named, 0.0, "")])
+    # The ramp falls by 2 us (under its 3 us resolution), the K loop by 8 (under 10): neither is named.
+    cmp = compare(dx(20.0, 50.0, 200.0), dx(18.0, 42.0, 190.0))
+    assert cmp.removed is None and cmp.removed_by_estimate is None
+    assert [c.name for c in cmp.unresolved] == ["CTA ramp", "K-loop rate"]
+    assert any("not named: CTA ramp -2.0" in line or "CTA ramp +2.0" in line for line in render_compare(cmp))
+    # Past its resolution the ramp is named; the K loop still is not.
+    cmp = compare(dx(20.0, 50.0, 200.0), dx(14.0, 42.0, 186.0))
+    assert cmp.removed.name == "CTA ramp" and cmp.removed_by_estimate.name == "CTA ramp"
+    assert [c.name for c in cmp.unresolved] == ["K-loop rate"]
+    assert cmp.to_json()["unresolved"] == ["K-loop rate"]

@@ -180,8 +180,10 @@ def test_cli_compares_the_previous_kernel_with_a_variant(capsys):
     doc = json.loads(out)
     assert doc["after"]["launch"].endswith("[persistent]") and doc["after"]["config"] == doc["before"]["config"]
     # Both kernels have a loop probe (benchmarks/moe_loop_probe.py): the probe's causes count on both sides,
-    # and the per-tile fixed cost the persistent loop saves is the estimate that falls most.
-    assert doc["one_sided"] == [] and doc["removed_by_estimate"] == "CTA ramp"
+    # but at this config they move by less than two probes of one K loop differ (RESULTS 35), so the only
+    # estimate named is the one the grid lowers by construction.
+    assert doc["one_sided"] == [] and sorted(doc["unresolved"]) == ["CTA ramp", "K-loop rate"]
+    assert doc["removed_by_estimate"] == "exit-only CTAs"
     assert round(doc["time_saved_us"], 2) == 322.68
 
 

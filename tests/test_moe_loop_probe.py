@@ -80,3 +80,19 @@ def test_smi_log_lines_become_timed_clock_samples():
     samples = list(parse_smi_log(text))
     assert [mhz for _, mhz in samples] == [1530.0, 1980.0]
     assert samples[1][0] - samples[0][0] == pytest.approx(0.971)
+
+
+def test_resolution_is_the_quantile_of_same_loop_differences():
+    # Ten loop shapes; fused-il's step is 1%, 2%, ..., 10% above the previous kernel's, its first round
+    # 0.1, ..., 1.0 us dearer, its further rounds the same: the 80% quantile (of 10, by statistics.quantiles'
+    # exclusive method) lies between the 8th and 9th values.
+    rows = []
+    for i in range(1, 11):
+        shape = (16 * i, 256, 64, 8, 3)
+        rows.append(raw_row("previous", 0.5, 5.0, 3.0, shape=shape))
+        rows.append(raw_row("fused-il", 0.5 * (1 + i / 100), 5.0 + i / 10, 3.0, shape=shape))
+    res = probe.probe_resolution({"k_steps": [512, 2048], "loop": rows})
+    assert res["step_rel"] == pytest.approx(0.088, abs=1e-4)
+    assert res["first_us"] == pytest.approx(0.88, abs=1e-3)
+    assert res["further_us"] == pytest.approx(0.0, abs=1e-6)
+    assert probe.probe_resolution({"k_steps": [512, 2048], "loop": rows[:6]}) is None  # too few pairs

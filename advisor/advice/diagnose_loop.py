@@ -53,6 +53,9 @@ class LoopTiming:
     dram_segment_tbs: dict  # DRAM read rate (TB/s) of row segments of so many bytes, and "contiguous"
     next_fixed_us: float | None = None  # each further round's, where the probe ran two rounds
     clock: str = ""         # how the probe's times were brought to the sweeps' clock
+    # What two probes of one K loop differ by (the probe file's "resolution": a relative step, us per first
+    # and per further round, already at the sweeps' clock): changes under it are not resolved.
+    resolution: dict | None = None
 
     def ramp_us(self, rounds: int) -> float:
         """Fixed costs of `rounds` rounds of CTAs (or of tiles of one persistent program)."""
@@ -118,9 +121,24 @@ def probe_timing(launch, arch: int, tiles, num_warps: int, num_stages: int, laun
     else:
         scale = 1.0 / clock_fraction
         clock = f"its times taken at {clock_fraction:.2f} of the boost clock it is assumed to have run at"
+    res = doc.get("resolution")
+    resolution = ({"step_rel": res["step_rel"], "first_us": res["first_us"] * scale,
+                   "further_us": res["further_us"] * scale} if res else None)
     return LoopTiming(int(row["ctas_per_sm"]), max(step, 0.0) * scale, max(fixed, 0.0) * scale, doc["gpu"],
                       doc.get("dram_segment_tbs", {}),
-                      None if further is None else max(further, 0.0) * scale, clock)
+                      None if further is None else max(further, 0.0) * scale, clock, resolution)
+
+
+def resolution_bands(timing: LoopTiming, busiest_ctas: int, trips: float, exposed: int) -> dict[str, float]:
+    """us under which a change of the K-loop rate or CTA ramp estimate between two probed kernels is not
+    resolved: the probe file's relative step difference over the busiest SM's loops, and its first- and
+    further-round differences over the exposed rounds (none where the file gives no resolution)."""
+    r = timing.resolution
+    if not r:
+        return {}
+    loop_us = busiest_ctas * trips * timing.step_us / timing.ctas_per_sm
+    ramp = r["first_us"] + max(exposed - 1, 0) * r["further_us"] if exposed > 0 else 0.0
+    return {"K-loop rate": r["step_rel"] * loop_us, "CTA ramp": ramp}
 
 
 def loop_rate(timing: LoopTiming, busiest_ctas: int, trips: float, busiest_main_us: float,
