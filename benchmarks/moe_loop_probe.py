@@ -305,6 +305,28 @@ def probe_resolution(doc: dict) -> dict | None:
                     f"the {RESOLUTION_QUANTILE:.0%} quantile of their differences"}
 
 
+def reference_load(doc: dict, tag: str) -> float | None:
+    """The tensor load of the launch the sweeps' clock was read on (measure_sweep_clock's): its padded tensor
+    work at the GPU's calibrated rate over its measured time less the launch floor, as `advisor diagnose`
+    takes a launch's load. None where the run did not read it or the GPU is unknown."""
+    from ceilings.errors import AdvisorError
+    from ceilings.hardware import resolve_gpu
+    from kernels.moe_demand import moe_gemm_demand
+
+    sweep = doc.get("sweep_clock") or {}
+    if not sweep.get("us"):
+        return None
+    try:
+        gpu = resolve_gpu(tag)
+    except AdvisorError:
+        return None
+    spec = MoEGemmSpec(8, 2, 4096, 14336, 1024, gemm=1)
+    config = Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 32},
+                    num_warps=8, num_stages=3)
+    tensor_us = moe_gemm_demand(spec, config, gpu.arch).total("tensor") / (gpu.rates.tensor_tflops["bf16"] * 1e6)
+    return round(tensor_us / (sweep["us"] - gpu.rates.launch_us), 4)
+
+
 def convert(raw_path: Path, tag: str, out_dir: Path = PROBES) -> list[Path]:
     """The files `advisor/advice/diagnose_loop.py` reads, one per kernel variant of a raw probe: per loop
     shape the tiles per SM per round, the times at (K1, K2) for R = 1 (`us`) and R = 2 (`us_r2`) and the SM
@@ -343,7 +365,8 @@ def convert(raw_path: Path, tag: str, out_dir: Path = PROBES) -> list[Path]:
                "rounds": list(ROUNDS),
                "clock": {"probe_median_mhz": probe_clocks[len(probe_clocks) // 2] if probe_clocks else None,
                          "sweep_protocol_mhz": doc.get("sweep_clock", {}).get("after_protocol_mhz"),
-                         "sweep_sustained_mhz": doc.get("sweep_clock", {}).get("after_sustained_mhz")},
+                         "sweep_sustained_mhz": doc.get("sweep_clock", {}).get("after_sustained_mhz"),
+                         "sweep_protocol_tensor_load": reference_load(doc, tag)},
                "left_out": {"why": "a non-positive step or first-round fixed cost: one of the times was slow",
                             "loops": left_out},
                "dram_segment_tbs": segments, "resolution": resolution, "loops": loops}

@@ -107,6 +107,20 @@ def test_a_recorded_clock_scales_the_probe_to_the_sweeps_clock(monkeypatch):
     assert "2000 MHz" in t.clock and "1600 MHz" in t.clock
 
 
+def test_the_clock_drop_follows_the_tensor_load_up_to_the_heavy_launchs(monkeypatch):
+    doc = synthetic_doc(step=0.4, first=2.0, further=1.0, probe_mhz=2000.0, sweep_mhz=1600.0)
+    doc["clock"]["sweep_protocol_tensor_load"] = 0.8
+    with_probes(monkeypatch, doc)
+
+    def step(load):
+        return dl.probe_timing(previous_launch(), 90, (128, 256, 64), 8, 3, 1.0, 0.5, None, load).step_us
+    # Half the heavy launch's load: half the clock drop (x 1.125 of the x 1.25); at or past it, all of it;
+    # no load given: all of it; no tensor work: none.
+    assert step(0.4) == pytest.approx(0.4 * 1.125)
+    assert step(0.8) == pytest.approx(0.5) and step(1.2) == pytest.approx(0.5) and step(None) == pytest.approx(0.5)
+    assert step(0.0) == pytest.approx(0.4)
+
+
 def test_the_gpus_own_probe_comes_first_then_one_of_the_same_arch(monkeypatch):
     with_probes(monkeypatch, synthetic_doc(gpu="GPU A", step=1.0), synthetic_doc(gpu="GPU B", step=2.0))
     pick = {name: dl.probe_timing(previous_launch(), 90, (128, 256, 64), 8, 3, 1.0, 1.0, name).gpu

@@ -197,11 +197,14 @@ def test_the_persistent_ramp_change_is_the_two_probes_round_costs_apart():
     after = _diagnosis(MIXTRAL_G1, "persistent", config, 2102.74)
     gpu, family = resolve_gpu("h100"), family_named("moe")
     timings = []
-    for variant in ("previous", "persistent"):
+    for variant, us in (("previous", 2425.42), ("persistent", 2102.74)):
         spec = variant_spec(MIXTRAL_G1, variant, gpu.spec.sms)
         launch = _launch(FamilySubject(family, spec, gpu, config, variant), config)
+        # Each side's tensor load (padded work at the calibrated rate over its time) sets its clock.
+        tensor_us = family.demand(spec, config, 90).total("tensor") / (gpu.rates.tensor_tflops["bf16"] * 1e6)
         timings.append(dl.probe_timing(launch, 90, (128, 256, 64), 8, 4, gpu.rates.launch_us,
-                                       SUSTAINED_CLOCK_FRACTION[90], gpu.spec.name))
+                                       SUSTAINED_CLOCK_FRACTION[90], gpu.spec.name,
+                                       tensor_us / (us - gpu.rates.launch_us)))
     # One CTA per SM on both sides, tensor-bound: every round's fixed cost shows, the busiest SM's tiles in
     # rounds (the same count on both sides, by construction of the persistent grid).
     ctas = fused_gemm_demand(variant_spec(MIXTRAL_G1, "persistent", gpu.spec.sms), config).active_ctas

@@ -46,7 +46,8 @@ def test_convert_writes_one_file_per_variant_that_the_advisor_reads_back(tmp_pat
     docs = tuple(json.loads(p.read_text()) for p in written)
     prev = next(d for d in docs if d["variant"] == "previous")
     assert prev["left_out"]["loops"] == ["M64 N128 K64 w4 s3"]
-    assert prev["clock"] == {"probe_median_mhz": 1800.0, "sweep_protocol_mhz": 1440.0, "sweep_sustained_mhz": 1300.0}
+    assert prev["clock"] == {"probe_median_mhz": 1800.0, "sweep_protocol_mhz": 1440.0, "sweep_sustained_mhz": 1300.0,
+                             "sweep_protocol_tensor_load": None}  # no heavy launch's time: no load to scale by
     assert prev["dram_segment_tbs"]["128"] == 2.5
     monkeypatch.setattr(dl, "_probe_files", lambda arch: docs)
     spec = MoEGemmSpec(8, 2, 4096, 14336, 1024)

@@ -358,8 +358,10 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
     probe = None
     if loop is not None and loop.tiles and clock_fraction:
+        # The tensor pipe's share of the time (padded work at the calibrated rate): what sets the power.
+        load = padded_t["tensor"] / max(time_us - launch_us, 1e-9) if "tensor" in padded_t else None
         probe = probe_timing(_launch(subject, config), spec.arch, loop.tiles, config.num_warps, config.num_stages,
-                             launch_us, clock_fraction, spec.name)
+                             launch_us, clock_fraction, spec.name, load)
     if probe is not None:
         estimates += loop_causes(probe, dict((n, e) for n, e, _ in estimates), busiest_ctas, loop.trips, exposed,
                                  busiest_main, max(busiest_t.values(), default=0.0))

@@ -90,12 +90,16 @@ def _probe_doc(launch, arch: int, gpu_name: str | None) -> dict | None:
 
 
 def probe_timing(launch, arch: int, tiles, num_warps: int, num_stages: int, launch_us: float,
-                 clock_fraction: float, gpu_name: str | None = None) -> LoopTiming | None:
+                 clock_fraction: float, gpu_name: str | None = None,
+                 tensor_load: float | None = None) -> LoopTiming | None:
     """The probe of `launch`'s kernel at this loop shape on a GPU of compute capability `arch` (named
     `gpu_name`: its own probe first), None where none was measured. Times are brought to the sweeps' clock:
     by the recorded ratio of the probe's SM clock to the sweeps' protocol's, else taken at `clock_fraction`
     of the boost clock the probe is assumed to have run at (the sustained clock operand staging takes,
-    advisor/advice/diagnose_causes.py)."""
+    advisor/advice/diagnose_causes.py). Where the probe file also gives the tensor load of the launch its
+    sweep clock was read on, and `tensor_load` (the diagnosed launch's tensor-pipe time at the calibrated
+    rate over its time) is given, the clock drop is taken in proportion to the load, up to the
+    reference's: the power limit, which sets the clock, is reached by tensor work."""
     if launch is None or not tiles:
         return None
     doc = _probe_doc(launch, arch, gpu_name)
@@ -114,10 +118,16 @@ def probe_timing(launch, arch: int, tiles, num_warps: int, num_stages: int, laun
     # while single clock64 readings around one loop shape scattered by the spin's own launch jitter.
     clocks = doc.get("clock", {})
     probe_mhz, sweep_mhz = clocks.get("probe_median_mhz"), clocks.get("sweep_protocol_mhz")
+    reference_load = clocks.get("sweep_protocol_tensor_load")
     if probe_mhz and sweep_mhz:
         scale = probe_mhz / sweep_mhz
         clock = (f"its times scaled by its SM clock ({probe_mhz:.0f} MHz) over the sweeps' protocol's on a heavy "
                  f"launch ({sweep_mhz:.0f} MHz), both clock64 against event time")
+        if reference_load and tensor_load is not None:
+            weight = min(1.0, max(tensor_load, 0.0) / reference_load)
+            scale = 1.0 + (scale - 1.0) * weight
+            clock += (f", in proportion to the tensor load ({tensor_load:.2f} against the heavy launch's "
+                      f"{reference_load:.2f}): x{scale:.2f}")
     else:
         scale = 1.0 / clock_fraction
         clock = f"its times taken at {clock_fraction:.2f} of the boost clock it is assumed to have run at"
