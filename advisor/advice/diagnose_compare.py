@@ -140,9 +140,11 @@ def render_compare(cmp: Comparison, width: int = 80) -> list[str]:
             "us", width)
     by_estimate = cmp.removed_by_estimate
     if by_estimate is not None and by_estimate is not removed:
+        # The capped share names another cause: say why where its own estimate did not fall.
+        capped_only = removed is not None and removed.removed_estimate_us <= 0
         lines += textwrap.wrap(
-            f"by the estimates before capping: {by_estimate.name} ({by_estimate.removed_estimate_us:.1f} us); "
-            f"{removed.name if removed else 'no cause'}'s share moved with the gap it is capped by", width)
+            f"by the estimates before capping: {by_estimate.name} ({by_estimate.removed_estimate_us:.1f} us)"
+            + (f"; {removed.name}'s share moved with the gap it is capped by" if capped_only else ""), width)
     elif by_estimate is None and removed is not None:
         lines += textwrap.wrap(f"no named cause's estimate fell: {removed.name}'s share shrank only because the gap "
                                "it is capped by did", width)
