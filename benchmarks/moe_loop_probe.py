@@ -66,11 +66,12 @@ def _shape_of(label: str) -> tuple[int, int, int, int, int]:
     return p["M"], p["N"], p["K"], p["w"], p["s"]
 
 
-def loop_shapes(variant: str = "previous") -> list[tuple[int, int, int, int, int]]:
+def loop_shapes(variant: str = "previous", fusion_only: bool = False) -> list[tuple[int, int, int, int, int]]:
     """Every (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) of a timed GEMM1 row of `variant` in benchmarks/data/:
-    the sweeps and collections (previous kernel) and the fusion runs and tuning runs (every variant)."""
+    the sweeps and collections (previous kernel) and the fusion runs and tuning runs (every variant); with
+    `fusion_only`, the fusion runs' alone (the configs every variant was timed at)."""
     shapes = set()
-    if variant == "previous":
+    if variant == "previous" and not fusion_only:
         for path in sorted(DATA.glob("h*_moe_*.csv.gz")):
             if "kernel_v1" in path.name:
                 continue
@@ -79,7 +80,7 @@ def loop_shapes(variant: str = "previous") -> list[tuple[int, int, int, int, int
                     if r["status"] == "ok" and r["gemm"] == "1":
                         shapes.add(tuple(int(r[k]) for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K",
                                                              "num_warps", "num_stages")))
-    for path in sorted(DATA.glob("h*_moe_fusion_*.json")):
+    for path in sorted(DATA.glob("h*_moe_fusion_run*.json" if fusion_only else "h*_moe_fusion_*.json")):
         for r in json.loads(path.read_text()).get("gemm1", []):
             if r.get("variant", "previous") == variant and r.get("status", "ok") == "ok":
                 shapes.add(_shape_of(r["config"]))
@@ -144,7 +145,7 @@ def timer(dry: bool):
     return _timer(dry, launches_per_graph=2, warmup=1)
 
 
-def run_loop_probe(jobs, compiled, device: str, dry: bool, deadline: float, smi=None) -> list[dict]:
+def run_loop_probe(jobs, compiled, device: str, dry: bool, deadline: float, smi=None, repeats: int = 1) -> list[dict]:
     from advisor.measure.timing import check_output
     from kernels.moe_bench import MoEGemmCase
 
@@ -174,7 +175,10 @@ def run_loop_probe(jobs, compiled, device: str, dry: bool, deadline: float, smi=
                         out.fill_(float("nan"))
                         run()
                         row["rel_error"] = check_output(out.float(), ref, 1e-2, row["config"])
-                    row[f"us_k{k}_r{rounds}"] = round(time_it(run), 3)
+                    times = [round(time_it(run), 3) for _ in range(repeats)]
+                    row[f"us_k{k}_r{rounds}"] = sorted(times)[len(times) // 2]  # the median of the repeats
+                    if repeats > 1:
+                        row[f"us_k{k}_r{rounds}_all"] = times
             row["clock_after_mhz"], row["t1"] = clock(), time.time()
             row.update(status="ok", m=probe_spec(shape, c, 16).m, n=probe_spec(shape, c, 16).n)
         except Exception as exc:  # a wrong result or a launch failure is recorded, not fatal
@@ -387,6 +391,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, two tiny shapes")
     ap.add_argument("--convert", help="a raw probe JSON: write the advisor's probe files from it")
     ap.add_argument("--tag", help="with --convert: the GPU's short name in the files' names (h100, h200)")
+    ap.add_argument("--repeats", type=int, default=1, help="time each (K, rounds) point so many times (median kept)")
+    ap.add_argument("--fusion-shapes", action="store_true", help="only the loop shapes of the fusion runs")
     args = ap.parse_args(argv)
     if args.convert:
         for path in convert(Path(args.convert), args.tag or "gpu"):
@@ -416,7 +422,8 @@ def main(argv=None) -> int:
         from moe_probe_clock import SmiSampler
 
         # Shape by shape, every variant of it in turn: the variants a change compares run minutes apart at most.
-        jobs = sorted(((v, s) for v in variants for s in loop_shapes(v)), key=lambda j: (j[1], variants.index(j[0])))
+        jobs = sorted(((v, s) for v in variants for s in loop_shapes(v, args.fusion_shapes)),
+                      key=lambda j: (j[1], variants.index(j[0])))
         doc.update(gpu=torch.cuda.get_device_name(), triton=triton.__version__, torch=torch.__version__,
                    sms=torch.cuda.get_device_properties(0).multi_processor_count)
         if doc["sms"] != SMS:
@@ -428,7 +435,7 @@ def main(argv=None) -> int:
         smi = SmiSampler(out / "smi_clock.csv").start()
         doc["sweep_clock"] = measure_sweep_clock(device)
     doc["dram"] = run_dram_probe(device, args.dry_run)
-    doc["loop"] = run_loop_probe(jobs, compiled, device, args.dry_run, start + args.deadline, smi)
+    doc["loop"] = run_loop_probe(jobs, compiled, device, args.dry_run, start + args.deadline, smi, args.repeats)
     doc["wall_s"] = round(time.monotonic() - start, 1)
     (out / "moe_loop_probe.json").write_text(json.dumps(doc, indent=1))
     ok = [r for r in doc["loop"] if r.get("status") == "ok"]
