@@ -1,5 +1,6 @@
-"""benchmarks/moe_loop_probe.py's conversion of a raw probe into the files `advisor diagnose` reads, and
-benchmarks/moe_probe_clock.py's reading of nvidia-smi's log, on inputs whose answer is known by construction."""
+"""benchmarks/moe_probe_convert.py's conversion of a raw loop probe (benchmarks/moe_loop_probe.py) into the files
+`advisor diagnose` reads, the probe's launch shape, and benchmarks/moe_probe_clock.py's reading of nvidia-smi's log,
+on inputs whose answer is known by construction."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import moe_loop_probe as probe  # noqa: E402
+import moe_probe_convert as conv  # noqa: E402
 from moe_probe_clock import parse_smi_log  # noqa: E402
 
 from advisor.advice import diagnose_loop as dl  # noqa: E402
@@ -40,7 +42,7 @@ def test_convert_writes_one_file_per_variant_that_the_advisor_reads_back(tmp_pat
                     {**raw_row("previous", 0.6, 5.0, 3.0, shape=(64, 128, 64, 4, 3)), "us_k512_r1": 100.0}]}
     path = tmp_path / "raw.json"
     path.write_text(json.dumps(raw))
-    written = probe.convert(path, "gpux", tmp_path)
+    written = conv.convert(path, "gpux", tmp_path)
     assert sorted(p.name for p in written) == ["gpux_fused_moe_fused_kernel_persistent.json",
                                                "gpux_fused_moe_kernel.json"]
     docs = tuple(json.loads(p.read_text()) for p in written)
@@ -60,7 +62,7 @@ def test_convert_writes_one_file_per_variant_that_the_advisor_reads_back(tmp_pat
 
 
 def test_probe_constexprs_tell_the_variants_apart():
-    kinds = {v: probe.probe_constexprs(v) for v in probe.GEMM1_VARIANTS}
+    kinds = {v: conv.probe_constexprs(v) for v in probe.GEMM1_VARIANTS}
     assert kinds["previous"] == ("fused_moe_kernel", {"B_TMA": True})
     assert len({json.dumps(k, sort_keys=True) for k in kinds.values()}) == len(probe.GEMM1_VARIANTS)
     assert kinds["fused-il-persistent"][1] == {"GATED": True, "INTERLEAVED": True, "ACCUMULATE": False,
@@ -92,8 +94,8 @@ def test_resolution_is_the_quantile_of_same_loop_differences():
         shape = (16 * i, 256, 64, 8, 3)
         rows.append(raw_row("previous", 0.5, 5.0, 3.0, shape=shape))
         rows.append(raw_row("fused-il", 0.5 * (1 + i / 100), 5.0 + i / 10, 3.0, shape=shape))
-    res = probe.probe_resolution({"k_steps": [512, 2048], "loop": rows})
+    res = conv.probe_resolution({"k_steps": [512, 2048], "loop": rows})
     assert res["step_rel"] == pytest.approx(0.088, abs=1e-4)
     assert res["first_us"] == pytest.approx(0.88, abs=1e-3)
     assert res["further_us"] == pytest.approx(0.0, abs=1e-6)
-    assert probe.probe_resolution({"k_steps": [512, 2048], "loop": rows[:6]}) is None  # too few pairs
+    assert conv.probe_resolution({"k_steps": [512, 2048], "loop": rows[:6]}) is None  # too few pairs
