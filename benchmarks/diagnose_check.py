@@ -291,7 +291,8 @@ def main(argv=None) -> int:
 VARIANT_CHANGES = (("act fused (fused-il)", "previous", "fused-il"), ("act fused, two dots", "previous", "fused"),
                    ("w1 interleaved", "fused", "fused-il"), ("persistent", "previous", "persistent"),
                    ("persistent on fused-il", "fused-il", "fused-il-persistent"))
-SHOWN = ("epilogue", "DRAM writes", "operand staging", "tail wave", "exit-only CTAs", "L2 re-reads")
+SHOWN = ("epilogue", "DRAM writes", "operand staging", "tail wave", "exit-only CTAs", "L2 re-reads", "K-loop rate",
+         "CTA ramp")
 
 
 def variant_diagnoses(gpu_name: str, paths: list[Path]) -> dict:
@@ -383,9 +384,9 @@ def variants_main(gpu_names: list[str], min_m: int = 1024) -> int:
                   f"{dict(Counter(c.removed_by_estimate.name if c.removed_by_estimate else '-' for c in big))}")
             rows = [c for c in cmps if _m_of(c) >= min_m]
             saved_big = [c.time_saved_us for c in rows]
-            for cause in ("L2 re-reads", "tail wave", "epilogue", "operand staging"):
+            for cause in ("L2 re-reads", "tail wave", "epilogue", "operand staging", "CTA ramp", "K-loop rate"):
                 before_us = [c.before.estimate(cause) for c in rows]  # not the share: it is capped by the gap
-                change = [next(x.removed_estimate_us for x in c.causes if x.name == cause) for c in rows]
+                change = [next((x.removed_estimate_us for x in c.causes if x.name == cause), 0.0) for c in rows]
                 print(f"{gpu_name} {name}, M >= {min_m} ({len(rows)} pairs): {cause}: estimate before median "
                       f"{statistics.median(before_us):.1f} us, estimate change median {statistics.median(change):+.1f} "
                       f"(min {min(change):+.1f}, max {max(change):+.1f}); Pearson r of the saving with it before "
@@ -394,9 +395,14 @@ def variants_main(gpu_names: list[str], min_m: int = 1024) -> int:
             covered = [c for c in big if c.before.estimate('L2 re-reads') >= c.time_saved_us]
             est_change = sum(sum(x.removed_estimate_us for x in c.causes[:-1] if x.name not in c.one_sided)
                              for c in big)
+            resolved = sum(sum(x.removed_estimate_us for x in c.causes[:-1] if x.name not in c.one_sided and x.resolved)
+                           for c in big)
+            probe_causes = {n: sum(x.removed_estimate_us for c in big for x in c.causes if x.name == n and x.resolved)
+                            for n in ("K-loop rate", "CTA ramp")}
             print(f"{gpu_name} {name}: of the {len(big)} pairs saving > 20 us, {len(covered)} have a before-side L2 "
                   f"re-read estimate at least the saving (sum of savings {sum(c.time_saved_us for c in big):.1f} us, "
-                  f"tool's estimates' change {est_change:+.1f})")
+                  f"tool's estimates' change {est_change:+.1f}, of it past the probes' resolution {resolved:+.1f}: "
+                  + ", ".join(f"{n} {v:+.1f}" for n, v in probe_causes.items()) + ")")
         print_gemm2_sum(gpu_name, DATA / SOURCES[gpu_name][1], min_m)
     return 0
 

@@ -179,8 +179,39 @@ def test_cli_compares_the_previous_kernel_with_a_variant(capsys):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["after"]["launch"].endswith("[persistent]") and doc["after"]["config"] == doc["before"]["config"]
+    # Both kernels have a loop probe (benchmarks/moe_loop_probe.py): the probe's causes count on both sides,
+    # but at this config they move by less than two probes of one K loop differ (RESULTS 35), so the only
+    # estimate named is the one the grid lowers by construction.
+    assert doc["one_sided"] == [] and sorted(doc["unresolved"]) == ["CTA ramp", "K-loop rate"]
     assert doc["removed_by_estimate"] == "exit-only CTAs"
     assert round(doc["time_saved_us"], 2) == 322.68
+
+
+def test_the_persistent_ramp_change_is_the_two_probes_round_costs_apart():
+    from advisor.advice import diagnose_loop as dl
+    from advisor.advice.diagnose import _launch
+    from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION
+
+    config = Config({**BIG.params, "GROUP_SIZE_M": 1}, 8, 4)
+    before = _diagnosis(MIXTRAL_G1, "previous", config, 2425.42)
+    after = _diagnosis(MIXTRAL_G1, "persistent", config, 2102.74)
+    gpu, family = resolve_gpu("h100"), family_named("moe")
+    timings = []
+    for variant, us in (("previous", 2425.42), ("persistent", 2102.74)):
+        spec = variant_spec(MIXTRAL_G1, variant, gpu.spec.sms)
+        launch = _launch(FamilySubject(family, spec, gpu, config, variant), config)
+        # Each side's tensor load (padded work at the calibrated rate over its time) sets its clock.
+        tensor_us = family.demand(spec, config, 90).total("tensor") / (gpu.rates.tensor_tflops["bf16"] * 1e6)
+        timings.append(dl.probe_timing(launch, 90, (128, 256, 64), 8, 4, gpu.rates.launch_us,
+                                       SUSTAINED_CLOCK_FRACTION[90], gpu.spec.name,
+                                       tensor_us / (us - gpu.rates.launch_us)))
+    # One CTA per SM on both sides, tensor-bound: every round's fixed cost shows, the busiest SM's tiles in
+    # rounds (the same count on both sides, by construction of the persistent grid).
+    ctas = fused_gemm_demand(variant_spec(MIXTRAL_G1, "persistent", gpu.spec.sms), config).active_ctas
+    rounds = math.ceil(ctas / gpu.spec.sms)
+    change = compare(before, after)
+    ramp = next(c for c in change.causes if c.name == "CTA ramp")
+    assert ramp.removed_estimate_us == pytest.approx(timings[0].ramp_us(rounds) - timings[1].ramp_us(rounds))
 
 
 def test_cli_refuses_a_variant_for_another_kernel(capsys):

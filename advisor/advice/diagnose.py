@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, copy_read_rates, dram_writes, operand_staging
 from advisor.advice.diagnose_l2 import l2_rereads, weight_reuse
-from advisor.advice.diagnose_loop import dram_slab_reads, loop_causes, probe_note, probe_timing
+from advisor.advice.diagnose_loop import dram_slab_reads, loop_causes, probe_note, probe_timing, resolution_bands
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling, Demand
@@ -84,10 +84,11 @@ class Cause:
     us: float            # the share of the gap attributed (capped so the causes never pass the gap)
     estimate_us: float   # the estimate before capping
     why: str
+    resolution_us: float = 0.0  # a change under this between two diagnoses is not resolved (probe causes)
 
     def to_json(self) -> dict:
         return {"name": self.name, "us": round(self.us, 3), "estimate_us": round(self.estimate_us, 3),
-                "why": self.why}
+                "why": self.why, "resolution_us": round(self.resolution_us, 3)}
 
 
 @dataclass
@@ -207,8 +208,9 @@ def _diagnose_layer(layer, config: Config, time_us: float | None, basis: str) ->
                 causes[c.name].us += c.us
                 causes[c.name].estimate_us += c.estimate_us
                 causes[c.name].why += f"; {c.why}"
+                causes[c.name].resolution_us += c.resolution_us
             else:
-                causes[c.name] = Cause(c.name, c.us, c.estimate_us, c.why)
+                causes[c.name] = Cause(c.name, c.us, c.estimate_us, c.why, c.resolution_us)
     notes = [f"{len(parts)} launches one after another ({', '.join(p.label for p in layer.parts)}): causes added"]
     if time_us is not None:
         notes.append("the measured layer time split over its launches in proportion to their predicted times")
@@ -299,6 +301,7 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
     mem_rate = (rates.l2_tbs or rates.dram_tbs) * 1e12 / sms  # one SM's share of the L2 rate, bytes/s
 
     estimates: list[tuple[str, float, str]] = []
+    bands: dict[str, float] = {}  # resolution of the probe causes' estimates
     pad_pct = 1 - ideal_work.get("tensor", 0) / total["tensor"] if total.get("tensor") else 0.0
     estimates.append(("padding", padded_main - ideal_main,
                       f"{pad_pct:.0%} of the tensor work is tile padding"
@@ -355,12 +358,15 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
     probe = None
     if loop is not None and loop.tiles and clock_fraction:
+        # The tensor pipe's share of the time (padded work at the calibrated rate): what sets the power.
+        load = padded_t["tensor"] / max(time_us - launch_us, 1e-9) if "tensor" in padded_t else None
         probe = probe_timing(_launch(subject, config), spec.arch, loop.tiles, config.num_warps, config.num_stages,
-                             launch_us, clock_fraction)
+                             launch_us, clock_fraction, spec.name, load)
     if probe is not None:
         estimates += loop_causes(probe, dict((n, e) for n, e, _ in estimates), busiest_ctas, loop.trips, exposed,
                                  busiest_main, max(busiest_t.values(), default=0.0))
-        notes.append(probe_note(probe, spec.name, clock_fraction))
+        notes.append(probe_note(probe, spec.name))
+        bands = resolution_bands(probe, busiest_ctas, loop.trips, exposed)
     elif loop is not None and loop.tiles:
         notes.append("no loop probe of this kernel and loop shape on this GPU: K-loop rate and CTA ramp not "
                      "estimated (benchmarks/moe_loop_probe.py measures one)")
@@ -418,7 +424,7 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
     for name, estimate, why in estimates:
         share = min(max(estimate, 0.0), left)
         left -= share
-        causes.append(Cause(name, share, max(estimate, 0.0), why))
+        causes.append(Cause(name, share, max(estimate, 0.0), why, bands.get(name, 0.0)))
     causes.append(Cause("unexplained", left, left, "what the causes above do not account for"))
     return Diagnosis(subject.label, spec.name, config, time_us, basis, ideal_us, ceiling.ceiling_us, causes,
                      notes + list(ceiling.notes))

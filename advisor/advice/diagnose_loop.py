@@ -16,8 +16,19 @@ pipeline fill, drain, epilogue, exit). No sweep row is read: the constants are t
 - *CTA ramp*: the probe's fixed cost per round of CTAs, exposed as the fill/drain and epilogue causes
   are (every CTA at one CTA per SM, once when CTAs share an SM), past what those two causes named.
 The probe feeds the loop from L2; what DRAM adds (latency in the fill, the DRAM time) stays with the
-other causes. A probe measured on one GPU is used for the GPUs of the same compute capability with a
-note (the H200 has the H100's SM and clocks: an assumption).
+other causes. Each kernel variant has its own probe file (`kernels/fused_moe_fused.py`'s persistent and
+fused forms included), so `--compare` sees both sides of a kernel change. A probe of the GPU itself is
+taken first; else one of another GPU of the same compute capability, with a note.
+
+**Rounds.** A probe that also ran two rounds per SM (R = 2: another wave of CTAs the hardware refills,
+or another tile of the same programs in a persistent loop) gives the fixed cost of a further round apart
+from the first one's (which also holds the CTAs' launch): the ramp is first + (rounds - 1) x further.
+
+**Clock.** The probe's short launches run near the boost clock, the sweeps' back-to-back graphs of heavy
+launches under the power limit well below it. A probe that recorded the SM clock (clock64 against event
+time, around each loop shape; benchmarks/moe_probe_clock.py) and the clock of the sweeps' protocol on a
+heavy launch has its times scaled by their ratio; an older probe by the sustained-clock fraction of
+ANCHORS section 6.
 """
 
 from __future__ import annotations
@@ -37,9 +48,21 @@ class LoopTiming:
 
     ctas_per_sm: int
     step_us: float
-    fixed_us: float
+    fixed_us: float         # the first round's (with the CTAs' launch)
     gpu: str
     dram_segment_tbs: dict  # DRAM read rate (TB/s) of row segments of so many bytes, and "contiguous"
+    next_fixed_us: float | None = None  # each further round's, where the probe ran two rounds
+    clock: str = ""         # how the probe's times were brought to the sweeps' clock
+    # What two probes of one K loop differ by (the probe file's "resolution": a relative step, us per first
+    # and per further round, already at the sweeps' clock): changes under it are not resolved.
+    resolution: dict | None = None
+
+    def ramp_us(self, rounds: int) -> float:
+        """Fixed costs of `rounds` rounds of CTAs (or of tiles of one persistent program)."""
+        if rounds <= 0:
+            return 0.0
+        further = self.fixed_us if self.next_fixed_us is None else self.next_fixed_us
+        return self.fixed_us + (rounds - 1) * further
 
 
 @functools.lru_cache(maxsize=8)
@@ -56,28 +79,76 @@ def loop_key(tiles: tuple[int, int, int], num_warps: int, num_stages: int) -> st
     return f"M{int(tiles[0])} N{int(tiles[1])} K{int(tiles[2])} w{int(num_warps)} s{int(num_stages)}"
 
 
+def _probe_doc(launch, arch: int, gpu_name: str | None) -> dict | None:
+    """The probe of `launch`'s kernel and variant (the constexprs the probe fixed): the GPU's own first,
+    else another GPU's of the same compute capability."""
+    constexprs = dict(launch.constexprs)
+    docs = [d for d in _probe_files(arch) if d["kernel"] == launch.kernel
+            and all(constexprs.get(k) == v for k, v in d["constexprs"].items())]
+    docs.sort(key=lambda d: d["gpu"] != gpu_name)
+    return docs[0] if docs else None
+
+
 def probe_timing(launch, arch: int, tiles, num_warps: int, num_stages: int, launch_us: float,
-                 clock_fraction: float) -> LoopTiming | None:
-    """The probe of `launch`'s kernel (name and the constexprs the probe fixed) at this loop shape on a GPU
-    of compute capability `arch`, None where none was measured. The probe's short launches run at the
-    boost clock; its times are taken at `clock_fraction` of it (the sustained clock under tensor load
-    the operand-staging cause also takes, advisor/advice/diagnose_causes.py)."""
+                 clock_fraction: float, gpu_name: str | None = None,
+                 tensor_load: float | None = None) -> LoopTiming | None:
+    """The probe of `launch`'s kernel at this loop shape on a GPU of compute capability `arch` (named
+    `gpu_name`: its own probe first), None where none was measured. Times are brought to the sweeps' clock:
+    by the recorded ratio of the probe's SM clock to the sweeps' protocol's, else taken at `clock_fraction`
+    of the boost clock the probe is assumed to have run at (the sustained clock operand staging takes,
+    advisor/advice/diagnose_causes.py). Where the probe file also gives the tensor load of the launch its
+    sweep clock was read on, and `tensor_load` (the diagnosed launch's tensor-pipe time at the calibrated
+    rate over its time) is given, the clock drop is taken in proportion to the load, up to the
+    reference's: the power limit, which sets the clock, is reached by tensor work."""
     if launch is None or not tiles:
         return None
-    constexprs = dict(launch.constexprs)
-    for doc in _probe_files(arch):
-        if doc["kernel"] != launch.kernel or any(constexprs.get(k) != v for k, v in doc["constexprs"].items()):
-            continue
-        row = doc["loops"].get(loop_key(tiles, num_warps, num_stages))
-        if row is None:
-            return None
-        k1, k2 = doc["k_steps"]
-        trips1, trips2 = k1 / tiles[2], k2 / tiles[2]
-        step = (row["us"][1] - row["us"][0]) / (trips2 - trips1)
-        fixed = row["us"][0] - trips1 * step - launch_us
-        return LoopTiming(int(row["ctas_per_sm"]), max(step, 0.0) / clock_fraction,
-                          max(fixed, 0.0) / clock_fraction, doc["gpu"], doc.get("dram_segment_tbs", {}))
-    return None
+    doc = _probe_doc(launch, arch, gpu_name)
+    row = doc["loops"].get(loop_key(tiles, num_warps, num_stages)) if doc else None
+    if row is None:
+        return None
+    k1, k2 = doc["k_steps"]
+    trips = (k1 / tiles[2], k2 / tiles[2])
+    us, us2 = row["us"], row.get("us_r2")
+    step = (us[1] - us[0]) / (trips[1] - trips[0])
+    if us2:  # two rounds: their slope is two rounds' steps; both slopes measure the same step
+        step = (step + (us2[1] - us2[0]) / (trips[1] - trips[0]) / 2) / 2
+    fixed = us[0] - trips[0] * step - launch_us
+    further = (sum(us2) - sum(us)) / 2 - (trips[0] + trips[1]) / 2 * step if us2 else None
+    # One clock for the whole probe (its median): nvidia-smi read the boost clock throughout both probes,
+    # while single clock64 readings around one loop shape scattered by the spin's own launch jitter.
+    clocks = doc.get("clock", {})
+    probe_mhz, sweep_mhz = clocks.get("probe_median_mhz"), clocks.get("sweep_protocol_mhz")
+    reference_load = clocks.get("sweep_protocol_tensor_load")
+    if probe_mhz and sweep_mhz:
+        scale = probe_mhz / sweep_mhz
+        clock = (f"its times scaled by its SM clock ({probe_mhz:.0f} MHz) over the sweeps' protocol's on a heavy "
+                 f"launch ({sweep_mhz:.0f} MHz), both clock64 against event time")
+        if reference_load and tensor_load is not None:
+            weight = min(1.0, max(tensor_load, 0.0) / reference_load)
+            scale = 1.0 + (scale - 1.0) * weight
+            clock += (f", in proportion to the tensor load ({tensor_load:.2f} against the heavy launch's "
+                      f"{reference_load:.2f}): x{scale:.2f}")
+    else:
+        scale = 1.0 / clock_fraction
+        clock = f"its times taken at {clock_fraction:.2f} of the boost clock it is assumed to have run at"
+    res = doc.get("resolution")
+    resolution = ({"step_rel": res["step_rel"], "first_us": res["first_us"] * scale,
+                   "further_us": res["further_us"] * scale} if res else None)
+    return LoopTiming(int(row["ctas_per_sm"]), max(step, 0.0) * scale, max(fixed, 0.0) * scale, doc["gpu"],
+                      doc.get("dram_segment_tbs", {}),
+                      None if further is None else max(further, 0.0) * scale, clock, resolution)
+
+
+def resolution_bands(timing: LoopTiming, busiest_ctas: int, trips: float, exposed: int) -> dict[str, float]:
+    """us under which a change of the K-loop rate or CTA ramp estimate between two probed kernels is not
+    resolved: the probe file's relative step difference over the busiest SM's loops, and its first- and
+    further-round differences over the exposed rounds (none where the file gives no resolution)."""
+    r = timing.resolution
+    if not r:
+        return {}
+    loop_us = busiest_ctas * trips * timing.step_us / timing.ctas_per_sm
+    ramp = r["first_us"] + max(exposed - 1, 0) * r["further_us"] if exposed > 0 else 0.0
+    return {"K-loop rate": r["step_rel"] * loop_us, "CTA ramp": ramp}
 
 
 def loop_rate(timing: LoopTiming, busiest_ctas: int, trips: float, busiest_main_us: float,
@@ -100,10 +171,12 @@ def cta_ramp(timing: LoopTiming, exposed: int, named_us: float, sm_loop_us: floa
     what fill/drain and the epilogue named (`named_us`), and only where the busiest SM's timeline (its
     loops, `sm_loop_us`, then the exposed costs) passes the binding work (`busiest_main_us`, DRAM's
     included): in a DRAM-bound launch other SMs stream while one ramps."""
-    total = exposed * timing.fixed_us
+    total = timing.ramp_us(exposed)
     visible = max(0.0, min(total, sm_loop_us + total - max(busiest_main_us, sm_loop_us)))
+    per_round = (f"{timing.fixed_us:.2f} us" if timing.next_fixed_us is None else
+                 f"{timing.fixed_us:.2f} us for the first, {timing.next_fixed_us:.2f} us for each further one")
     why = (f"the loop probe's fixed cost per round of {timing.ctas_per_sm} CTA(s) (index loads, fill, drain, "
-           f"epilogue, exit; operands from L2) is {timing.fixed_us:.2f} us, exposed {exposed}x: {total:.1f} us, "
+           f"epilogue, exit; operands from L2) is {per_round}, exposed {exposed}x: {total:.1f} us, "
            f"{visible:.1f} us of it past the binding work ({busiest_main_us:.1f} us), of which fill/drain and the "
            f"epilogue named {named_us:.1f}")
     return max(0.0, visible - named_us), why
@@ -139,9 +212,9 @@ def loop_causes(timing: LoopTiming, named: dict[str, float], busiest_ctas: int, 
     return out
 
 
-def probe_note(timing: LoopTiming, gpu_name: str, clock_fraction: float) -> str:
+def probe_note(timing: LoopTiming, gpu_name: str) -> str:
     same = gpu_name in timing.gpu
     return (f"K-loop rate, CTA ramp and DRAM slab reads from the loop probe measured on {timing.gpu} (operands from "
-            f"L2; its times taken at {clock_fraction:.2f} of the boost clock it ran at)"
+            f"L2; {timing.clock})"
             + ("" if same else f"; {gpu_name} taken as the same SM at the same clock, and its DRAM as reading row "
                "segments at the probe GPU's ratio to contiguous reads"))
