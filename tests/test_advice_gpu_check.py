@@ -45,3 +45,42 @@ def test_a_cut_run_keeps_what_ended_and_runs_again_what_its_deadline_did_not_sta
     (tmp_path / "advice_gpu_timings.csv").write_text("library,launch_id\n")
     assert gpu_check.resumed(tmp_path)[1] == tmp_path / "advice_gpu_timings.csv"
     assert gpu_check.resumed(None) == ([], None)
+
+
+def test_a_stopped_run_leaves_no_child_process_behind(tmp_path):
+    # a child that starts a grandchild (as `suggest` starts compile workers) and outlives the limit
+    marker = tmp_path / "grandchild.pid"
+    script = ("import subprocess, sys, time; "
+              f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              f"open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    with pytest.raises(gpu_check.subprocess.TimeoutExpired):
+        gpu_check.bounded_run([sys.executable, "-c", script], 3.0)
+    import os
+    import time
+
+    pid = int(marker.read_text())
+    for _ in range(50):  # the kill is delivered at once; reaping by init can take a moment
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+        if state == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the grandchild {pid} still runs after the limit")
+    done = gpu_check.bounded_run([sys.executable, "-c", "print('ok')"], 30.0)
+    assert done.returncode == 0 and done.stdout.strip() == "ok"
+
+
+def test_a_launch_the_timing_process_never_reached_is_no_result():
+    plain = {"library": "liger", "launch_id": "x", "index": 0, "kernel": "k", "measure": 0, "rc": 0,
+             "best": {"config": {"BLOCK": 64}}}
+    timed = dict(plain, measure=4)
+    untimed = gpu_check.launch_outcome(plain, timed, [])
+    assert untimed["timed"] == 0 and untimed["suggested_us"] is None
+    row = {"config": json.dumps({"BLOCK": 64}, sort_keys=True), "status": "ok", "us": "10.0", "from_rule": "0"}
+    own = dict(row, roles="own+suggested+measure4")
+    reached = gpu_check.launch_outcome(plain, timed, [own])
+    assert reached["timed"] == 1 and reached["suggested_vs_own"] == 1.0 and reached["measure4_vs_best"] == 1.0

@@ -222,6 +222,23 @@ def one_launch_trace(case: Case, folder: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ suggest
+def bounded_run(command: list[str], limit_s: float, **kw) -> subprocess.CompletedProcess:
+    """subprocess.run(command, timeout=limit_s) in its own session, whose whole process group is killed
+    when the limit passes: a stopped `suggest` or warm step must not leave its compile workers running
+    (a device call in section 34b lost its timing step to four such leftovers)."""
+    import signal
+
+    with subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, **kw) as proc:
+        try:
+            out, err = proc.communicate(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(command, limit_s, out, err) from None
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
 def run_suggest(case: Case, trace: Path, measure: int, work: Path, workers: int, limit_s: float = 240.0) -> dict:
     """`advisor suggest` as a user runs it on the launch's trace; its JSON, exit code and stderr. With the
     plan's transfer model for the launch's library (one fitted without it) where the plan names one; a
@@ -236,7 +253,7 @@ def run_suggest(case: Case, trace: Path, measure: int, work: Path, workers: int,
         command += ["--measure", str(measure)]
     t0 = time.time()
     try:
-        p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit_s)
+        p = bounded_run(command, limit_s, cwd=ROOT, env=env)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as exc:
         text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")  # noqa: E731
@@ -593,8 +610,13 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
                               min(suggest_limit, max(10.0, measure_until + 60 - time.time())))
         keep(row)
 
-    def warmed(case):
-        subprocess.run([sys.executable, __file__, "warm", "--ids", case.id], cwd=ROOT, capture_output=True)
+    def warmed(case):  # compiles ahead of the timing process, which compiles what is missing itself:
+        # stopped when the timing reserve begins, so that the timing process always gets it
+        try:
+            bounded_run([sys.executable, __file__, "warm", "--ids", case.id], max(1.0, measure_until - time.time()),
+                        cwd=ROOT)
+        except subprocess.TimeoutExpired:
+            stamp(f"{case.kernel}: warm compiles stopped at the timing reserve")
 
     with ThreadPoolExecutor(measure_jobs) as measure_pool, ThreadPoolExecutor(warm_jobs) as warm_pool:
         def plain(case):
@@ -654,6 +676,7 @@ def launch_outcome(plain: dict, timed: dict, rows: list[dict]) -> dict:
     repeat = next((r for r in rows if r["roles"] == "own-repeat"), None)
     ok = {r["config"]: float(r["us"]) for r in rows if r["status"] == "ok" and r["roles"] != "own-repeat"}
     out = {k: plain[k] for k in ("library", "launch_id", "index", "kernel")}
+    out["timed"] = int(bool(rows))  # no row at all: the timing process never reached this launch
     out["own_config"] = own["config"] if own else None
     out["own_us"] = ok.get(own["config"]) if own else None
     out["own_repeat_us"] = float(repeat["us"]) if repeat and repeat["status"] == "ok" else None
@@ -746,9 +769,10 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
     def stats(everything: list[dict]) -> dict:
         # A run the device deadline did not start is no result (a --resume call runs it); one that ran
         # past its limit ("timeout") or failed is a miss.
+        # A launch the timing process never reached (its deadline, a killed call) is no result either.
         started = lambda rc: not str(rc).startswith("not run (device")  # noqa: E731
-        group = [o for o in everything if started(o["suggest_rc"])]
-        measured4 = [o for o in everything if started(o["measure4_rc"])]
+        group = [o for o in everything if started(o["suggest_rc"]) and o["timed"]]
+        measured4 = [o for o in group if started(o["measure4_rc"])]
         f_own = [o["followed_vs_own"] for o in group]
         f_best = [o["followed_vs_best"] for o in group]
         s_own = [o["suggested_vs_own"] for o in group]
@@ -757,11 +781,12 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
         repeat = sorted(abs(o["own_repeat_us"] / o["own_us"] - 1) for o in group if o["own_repeat_us"] and o["own_us"])
         product = sorted(abs(o["measure4_own_us_by_product"] / o["own_us"] - 1) for o in measured4
                          if o["measure4_own_us_by_product"] and o["own_us"])
-        return {"launches": len(group), "not_started": len(everything) - len(group),
+        return {"launches": len(group), "not_timed": sum(1 for o in everything if not o["timed"]),
+                "not_started": sum(1 for o in everything if not started(o["suggest_rc"])),
                 "noise_median": repeat[len(repeat) // 2] if repeat else None, "noise_max": max(repeat, default=None),
                 "product_vs_check_median": product[len(product) // 2] if product else None,
                 "product_vs_check_over_5pct": f"{sum(x > 0.05 for x in product)}/{len(product)}",
-                "measure4_not_started": len(everything) - len(measured4),
+                "measure4_not_started": len(group) - len(measured4),
                 "changed": sum(o["suggested_changed"] for o in group),
                 "close_call": sum(o["close_call"] for o in group),
                 "not_slower_strict": [x is not None and x <= 1.0 for x in f_own],
@@ -799,11 +824,11 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
               f"{st['product_vs_check_over_5pct']} |")
         summary["libraries"][lib] = {k: (sum(v) / len(v) if isinstance(v, list) and v else v) for k, v in st.items()}
     summary["failures"] = [{"library": o["library"], "kernel": o["kernel"], "launch_id": o["launch_id"],
-                            "what": o["failures"]} for o in outcomes if o["failures"]]
+                            "what": o["failures"]} for o in outcomes if o["failures"] and o["timed"]]
     for lib, st in table.items():
-        if st["not_started"] or st["measure4_not_started"]:
-            print(f"{lib}: not started before the device deadline (not counted): {st['not_started']} suggest, "
-                  f"{st['measure4_not_started']} suggest --measure 4")
+        if st["not_started"] or st["measure4_not_started"] or st["not_timed"]:
+            print(f"{lib}: not counted: {st['not_started']} suggest and {st['measure4_not_started']} suggest "
+                  f"--measure 4 not started before the device deadline, {st['not_timed']} launches not timed")
     for f in summary["failures"]:
         print(f"FAIL {f['library']} {f['kernel']}: {f['what'][:300]}")
     (write / "advice_gpu_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
