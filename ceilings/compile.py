@@ -19,6 +19,7 @@ cache key and the binder; split apart they would each need the other's internals
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import io
@@ -59,6 +60,9 @@ class CompiledKernel:
     ptx: str
     sass: str
     key: str
+    # The cubin the GPU runs: built on a machine with an sm_`arch` GPU, by the Triton and ptxas that build
+    # the kernel when it runs there, so its register allocation (spill code) is the real one.
+    built_on_target: bool = False
 
     @property
     def spills(self) -> bool:
@@ -355,7 +359,7 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
     path = cache_dir() / f"{key}.json"
     if use_cache and path.exists():
         try:
-            return CompiledKernel(**json.loads(path.read_text()))
+            return CompiledKernel(**{**json.loads(path.read_text()), "built_on_target": gpu_here(arch)})
         except (json.JSONDecodeError, TypeError):
             path.unlink(missing_ok=True)
     if cached_only:
@@ -376,7 +380,7 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
                             shared_bytes=int(compiled.metadata.shared), registers=usage["registers"],
                             local_bytes=usage["local_bytes"], ttir=compiled.asm.get("ttir", ""),
                             ttgir=compiled.asm.get("ttgir", ""), ptx=compiled.asm.get("ptx", ""),
-                            sass=usage["sass"], key=key)
+                            sass=usage["sass"], key=key, built_on_target=gpu_here(arch))
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -384,6 +388,17 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
             json.dump(asdict(result), f)
         os.replace(tmp, path)
     return result
+
+
+@functools.cache
+def gpu_here(arch: int) -> bool:
+    """Whether this process sees an sm_`arch` GPU (then what this machine compiles is what runs there)."""
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available()) and torch.cuda.get_device_capability() == divmod(arch, 10)
+    except Exception:  # noqa: BLE001 - a broken CUDA install: compiled as on a machine without the GPU
+        return False
 
 
 def _interpreting() -> bool:

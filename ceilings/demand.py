@@ -90,10 +90,12 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     # One warp's dependency path (stall counts, scoreboard waits, barriers; spill code left out either way).
     path = weights.T @ block_path_table(placement.fn, placement.cfg, warps, compiled.arch)
     spills = float(np.max(per_warp[:, _COLUMN["local"]], initial=0.0))
-    if floor and spills:
+    spills_left_out = floor and spills and not compiled.built_on_target
+    if spills_left_out:
         # Spill code is the register allocator's choice, which differs between ptxas versions and
         # options (ptxas 13.4 spills kernels at 32 registers that ptxas 12.9 builds spill-free with
-        # 162): a compile of the same kernel may have none, so the floor counts no local-memory access.
+        # 162): unless this cubin is the one the GPU runs (compiled beside it), the GPU's compile of the
+        # same kernel may have none, so the floor counts no local-memory access.
         per_warp[:, _COLUMN["lsu"]] -= per_warp[:, _COLUMN["local"]]
         per_warp[:, _COLUMN["issued"]] -= per_warp[:, _COLUMN["local"]]
         per_warp[:, _COLUMN["issue_cycles"]] -= per_warp[:, _COLUMN["local_cycles"]]
@@ -127,10 +129,13 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     traffic = None if floor else dram_traffic(launch, ir, classes)
     kind, dtype = _mma(placement)
     demand_notes = list(notes)
-    if floor and spills:
+    if spills_left_out:
         demand_notes.append(f"{spills:g} local-memory (spill) instructions per warp in this compile "
                             f"({compiled.registers} registers): register allocation differs between ptxas "
                             "versions, so the floor counts none of them, the expected work all")
+    elif floor and spills:
+        demand_notes.append(f"{spills:g} local-memory (spill) instructions per warp, counted in the floor: this cubin "
+                            "was built beside the GPU it runs on, by the ptxas that builds it there")
     if floor and unknown_mma:
         demand_notes.append("MMA shape not in the SASS (tcgen05 takes it from a descriptor): tensor FLOPs unknown")
     ctas = launch.num_programs

@@ -3,6 +3,7 @@ are known by construction (tests/fixtures/exception_kernels.py), compiled for sm
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,11 @@ def test_spill_code_counts_in_the_expected_work_not_the_floor():
     assert d.instructions("lsu") == 4 * (64 + 64 + 5 + 1)
     assert d.expected.instructions("lsu") == 4 * (64 + 64 + 5 + 1 + local)
     assert any("local-memory (spill)" in n and "floor counts none" in n for n in d.notes)
+    # The same cubin built beside the GPU that runs it: its spill code is what runs, so the floor counts it.
+    on_target = generic_demand(one, replace(compiled, built_on_target=True))
+    assert on_target.instructions("lsu") == d.expected.instructions("lsu") == 4 * (64 + 64 + 5 + 1 + local)
+    assert any("counted in the floor" in n for n in on_target.notes)
+    assert not compiled.built_on_target  # this machine has no GPU: compiled as for another machine's
 
 
 # --- a loop run a constant number of times, counted in bytes ----------------------------------------------

@@ -142,7 +142,8 @@ def _compiled(folder: str, kernel: str, triton_version: str):
     return CompiledKernel(kernel=kernel, arch=90, triton_version=triton_version, num_warps=meta["num_warps"],
                           num_stages=meta["num_stages"], shared_bytes=meta["shared"],
                           registers=usage["registers"], local_bytes=usage["local_bytes"],
-                          ttir=read(".ttir"), ttgir=read(".ttgir"), ptx="", sass=usage["sass"], key="gpu")
+                          ttir=read(".ttir"), ttgir=read(".ttgir"), ptx="", sass=usage["sass"], key="gpu",
+                          built_on_target=True)  # compiled on the GPU machine: its spill code is what ran
 
 
 _INFO: dict = {}  # set by compare() before the workers fork: gpu_sass.json, the caches folder, ncu's rows
