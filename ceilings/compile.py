@@ -393,6 +393,8 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
 @functools.cache
 def gpu_here(arch: int) -> bool:
     """Whether this process sees an sm_`arch` GPU (then what this machine compiles is what runs there)."""
+    if not any(Path("/dev").glob("nvidia[0-9]*")):  # no NVIDIA device: spare the import of torch
+        return False
     try:
         import torch
 
