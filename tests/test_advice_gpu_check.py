@@ -84,3 +84,16 @@ def test_a_launch_the_timing_process_never_reached_is_no_result():
     own = dict(row, roles="own+suggested+measure4")
     reached = gpu_check.launch_outcome(plain, timed, [own])
     assert reached["timed"] == 1 and reached["suggested_vs_own"] == 1.0 and reached["measure4_vs_best"] == 1.0
+
+
+def test_the_products_timings_are_compared_with_the_checks_per_config_and_per_gpu_sharing():
+    a, b = {"BLOCK": 64}, {"BLOCK": 128}
+    runs = {"x": {4: {"measure": 4, "measure_jobs": 4, "ranked": [
+        {"config": a, "measured_us": 10.0}, {"config": b, "measured_us": 30.0}, {"config": {"BLOCK": 256}}]}},
+        "y": {4: {"measure": 4, "measure_jobs": 1, "ranked": [{"config": a, "measured_us": 5.1}]}}}
+    timings = [{"launch_id": "x", "config": json.dumps(a), "status": "ok", "roles": "own", "us": "10.0"},
+               {"launch_id": "x", "config": json.dumps(b), "status": "ok", "roles": "space", "us": "15.0"},
+               {"launch_id": "x", "config": json.dumps(a), "status": "ok", "roles": "own-repeat", "us": "99"},
+               {"launch_id": "y", "config": json.dumps(a), "status": "ok", "roles": "own", "us": "5.0"}]
+    ratios = gpu_check.product_vs_check(runs, timings)
+    assert ratios["4"] == [1.0, 2.0] and [round(x, 3) for x in ratios["1"]] == [1.02]

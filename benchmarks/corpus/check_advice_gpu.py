@@ -608,6 +608,7 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
         else:
             row = run_suggest(case, traces[case.id], MEASURE, folder, 2,
                               min(suggest_limit, max(10.0, measure_until + 60 - time.time())))
+            row["measure_jobs"] = measure_jobs  # how many such runs shared the GPU (their timings' reliability)
         keep(row)
 
     def warmed(case):  # compiles ahead of the timing process, which compiles what is missing itself:
@@ -733,6 +734,23 @@ def launch_outcome(plain: dict, timed: dict, rows: list[dict]) -> dict:
     return out
 
 
+def product_vs_check(runs: dict[str, dict], timings: list[dict]) -> dict[str, list[float]]:
+    """Per config timed both by a `suggest --measure` run and by this check's timing process (alone on the
+    GPU): the product's time / the check's, grouped by how many --measure runs shared the GPU."""
+    out: dict[str, list[float]] = {}
+    for lid, pair in runs.items():
+        r = pair.get(MEASURE) or {}
+        check = {}
+        for t in timings:
+            if t["launch_id"] == lid and t["config"] and t["status"] == "ok" and t["roles"] != "own-repeat":
+                check.setdefault(_label(json.loads(t["config"])), float(t["us"]))
+        for c in r.get("ranked") or []:
+            us = check.get(_label(c["config"]))
+            if c.get("measured_us") and us:
+                out.setdefault(str(r.get("measure_jobs", "?")), []).append(c["measured_us"] / us)
+    return out
+
+
 def _share(values: list[bool]) -> str:
     return f"{sum(values)}/{len(values)} ({sum(values) / len(values):.0%})" if values else "-"
 
@@ -829,6 +847,12 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
         if st["not_started"] or st["measure4_not_started"] or st["not_timed"]:
             print(f"{lib}: not counted: {st['not_started']} suggest and {st['measure4_not_started']} suggest "
                   f"--measure 4 not started before the device deadline, {st['not_timed']} launches not timed")
+    summary["product_vs_check"] = {}
+    for jobs, ratios in sorted(product_vs_check(runs, timings).items()):
+        off = sum(abs(x - 1) > 0.05 for x in ratios)
+        summary["product_vs_check"][jobs] = {"configs": len(ratios), "off_by_5pct": off, "max": max(ratios)}
+        print(f"configs timed by both suggest --measure ({jobs} at once on the GPU) and the check: {len(ratios)}, "
+              f"off by > 5%: {off}, product / check up to {max(ratios):.2f}x")
     for f in summary["failures"]:
         print(f"FAIL {f['library']} {f['kernel']}: {f['what'][:300]}")
     (write / "advice_gpu_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -843,7 +867,9 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="plan: the second, fresh set of launches "
                         "(data/advice_gpu_plan_fresh.json; the device step reads it with ADVICE_PLAN=that path)")
     parser.add_argument("--suggest-jobs", type=int, default=5)
-    parser.add_argument("--measure-jobs", type=int, default=3)
+    parser.add_argument("--measure-jobs", type=int, default=1,
+                        help="`suggest --measure` runs at once on the GPU; more than 1 disturbs their timings "
+                             "(RESULTS 34b: 25 of 127 configs off by > 5%%, up to 2.4x, at 4; 0 of 33 at 1)")
     parser.add_argument("--warm-jobs", type=int, default=3)
     parser.add_argument("--budget", type=float, default=420.0, help="seconds for the whole device step")
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds of timing")
