@@ -98,7 +98,7 @@ def test_measure_k_times_the_current_config_first_then_exactly_k_others_by_predi
     subject = Scripted({A: 10.0, B: 8.0, C: 9.0, D: 9.5, E: 11.0}, A,
                        measured={A: 10.0, B: 9.0, C: 7.0, D: 9.6, E: 5.0})
     advice = search(subject, top_k=5, confirm=False, model=MODEL, measure=2)
-    assert subject.runs == [A, B, C]  # not max(top_k, K): K others, the predicted fastest first
+    assert subject.runs == [A, B, C, A]  # not max(top_k, K): K others, the predicted fastest first; A again last
     assert advice.measured == 3 and advice.basis == "predicted"  # basis is set by measured.weigh (suggest.advise)
     assert [c.config for c in advice.ranked] == [C, B, A] and advice.best.measured_us == 7.0
 
@@ -113,14 +113,14 @@ def test_each_config_to_time_is_chosen_after_the_timings_before_it_re_rank_the_r
             predicted.update({C: 14.0, D: 7.0})
     subject.after_run = calibrate
     advice = search(subject, confirm=False, model=MODEL, measure=2)
-    assert subject.runs == [A, B, D]
+    assert subject.runs == [A, B, D, A]
     assert advice.best.config == D
 
 
 def test_a_config_that_fails_does_not_count_and_the_next_is_timed():
     subject = Scripted({A: 10.0, B: 8.0, C: 9.0, D: 9.5}, A, measured={A: 10.0, C: 9.5, D: 8.0})
     advice = search(subject, confirm=False, model=MODEL, measure=2)
-    assert subject.runs == [A, B, C, D]
+    assert subject.runs == [A, B, C, D, A]
     assert advice.measured == 3 and advice.best.config == D
     assert any("out differs" in n and "left out" in n for n in advice.notes)
 
@@ -128,9 +128,24 @@ def test_a_config_that_fails_does_not_count_and_the_next_is_timed():
 def test_the_two_fastest_within_the_noise_are_timed_again_and_keep_their_faster_time():
     subject = Scripted({A: 10.0, B: 8.0, C: 9.0}, A, measured={A: 10.0, B: [7.3, 7.2], C: [7.2, 7.5]})
     advice = search(subject, confirm=False, model=MODEL, measure=2)
-    assert subject.runs == [A, B, C, C, B]  # the two fastest, fastest first, once more each
+    assert subject.runs == [A, B, C, C, B, A]  # the two fastest, fastest first, once more each; A last
     assert {c.config: c.measured_us for c in advice.ranked} == {A: 10.0, B: 7.2, C: 7.2}
     assert any("timed twice each" in n for n in advice.notes)
     far = Scripted({A: 10.0, B: 8.0, C: 9.0}, A, measured={A: 10.0, B: 5.0, C: 8.0})
     search(far, confirm=False, model=MODEL, measure=2)
-    assert far.runs == [A, B, C]  # clearly apart: no second timing
+    assert far.runs == [A, B, C, A]  # clearly apart: no second timing (but the current's steadiness check)
+
+
+def test_the_current_config_is_timed_again_last_and_an_unsteady_gpu_is_said():
+    steady = Scripted({A: 10.0, B: 8.0, C: 9.0}, A, measured={A: [10.0, 10.3], B: 8.0, C: 7.0})
+    advice = search(steady, confirm=False, model=MODEL, measure=2)
+    assert steady.runs == [A, B, C, A] and not any("not steady" in n for n in advice.notes)
+    assert {c.config: c.measured_us for c in advice.ranked}[A] == 10.0  # the faster of its two times
+    # another process took the GPU after the first timing: the current config ran 1.6x slower at the end
+    shared = Scripted({A: 10.0, B: 8.0, C: 9.0}, A, measured={A: [10.0, 16.0], B: 8.0, C: 7.0})
+    advice = search(shared, confirm=False, model=MODEL, measure=2)
+    assert any("10.0 us first and 16.0 us last (60% apart)" in n and "not steady" in n for n in advice.notes)
+    # the current among the two fastest: its near-tie second timing is the last one, not a third
+    tied = Scripted({A: 10.0, B: 8.0}, A, measured={A: [7.0, 7.1], B: [7.1, 7.2]})
+    advice = search(tied, confirm=False, model=MODEL, measure=1)
+    assert tied.runs == [A, B, A, B] and not any("not steady" in n for n in advice.notes)
