@@ -120,12 +120,14 @@ def test_ctrl_c_during_the_compiles_stops_within_a_second_with_130_and_no_traceb
         assert proc.poll() is None
         os.killpg(proc.pid, signal.SIGINT)
         sent = time.monotonic()
-        _, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=30)
         took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err
+    # (once, in a 2-core CI run at load ~4, this exited 0 with an empty stderr: the output says whether
+    # the command had finished its work before the signal)
+    assert proc.returncode == 130, f"exit {proc.returncode}; stderr {err[-300:]!r}; stdout {out[-600:]!r}"
     assert "Traceback" not in err and err.strip().endswith("advisor: interrupted")
     assert took <= 1.0, f"took {took:.2f} s to stop"
     time.sleep(0.2)
