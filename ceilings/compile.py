@@ -392,15 +392,17 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
 
 @functools.cache
 def gpu_here(arch: int) -> bool:
-    """Whether this process sees an sm_`arch` GPU (then what this machine compiles is what runs there)."""
-    if not any(Path("/dev").glob("nvidia[0-9]*")):  # no NVIDIA device: spare the import of torch
+    """Whether this machine has an sm_`arch` GPU (then what it compiles is what runs there). Asked of
+    nvidia-smi, not torch: a compile worker must not open a CUDA context (GPU memory, seconds) to know it."""
+    if not any(Path("/dev").glob("nvidia[0-9]*")):  # no NVIDIA device: no need to ask
         return False
     try:
-        import torch
-
-        return bool(torch.cuda.is_available()) and torch.cuda.get_device_capability() == divmod(arch, 10)
-    except Exception:  # noqa: BLE001 - a broken CUDA install: compiled as on a machine without the GPU
+        done = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):  # no driver tools: compiled as for another machine's GPU
         return False
+    wanted = f"{arch // 10}.{arch % 10}"
+    return done.returncode == 0 and wanted in {line.strip() for line in done.stdout.splitlines()}
 
 
 def _interpreting() -> bool:

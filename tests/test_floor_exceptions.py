@@ -148,3 +148,34 @@ def test_copies_peeled_around_an_unrolled_loop_and_its_remainder_count_nothing(c
     # counted on top, they made 3 copies too many (6 of Liger's sparsemax backward's 8-warp config).
     assert d.instructions("lsu") == 4 * warps * (3 * chunks + 1)
     assert d.expected.instructions("lsu") == d.instructions("lsu")
+
+
+def test_a_machine_is_beside_its_target_only_when_nvidia_smi_lists_that_architecture(monkeypatch, tmp_path):
+    import subprocess
+    from pathlib import Path as RealPath
+
+    import ceilings.compile as compile_module
+
+    answers = {"out": "9.0\n", "rc": 0}
+
+    class Dev(type(RealPath())):
+        def glob(self, pattern):  # an NVIDIA device node, whatever this machine has
+            return iter([tmp_path / "nvidia0"]) if str(self) == "/dev" else super().glob(pattern)
+
+    def fake_run(command, **kw):
+        assert command[0] == "nvidia-smi" and "--query-gpu=compute_cap" in command
+        return subprocess.CompletedProcess(command, answers["rc"], answers["out"], "")
+
+    monkeypatch.setattr(compile_module, "Path", Dev)
+    monkeypatch.setattr(compile_module.subprocess, "run", fake_run)
+    ask = compile_module.gpu_here.__wrapped__  # not the per-process cache
+    assert ask(90) and not ask(100)
+    answers.update(out="8.0\n9.0\n")
+    assert ask(90)
+    answers.update(rc=9, out="")
+    assert not ask(90)
+
+    def missing(command, **kw):
+        raise FileNotFoundError("nvidia-smi")
+    monkeypatch.setattr(compile_module.subprocess, "run", missing)
+    assert not ask(90)
