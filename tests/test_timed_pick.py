@@ -141,10 +141,13 @@ def test_the_current_config_is_timed_again_last_and_an_unsteady_gpu_is_said():
     advice = search(steady, confirm=False, model=MODEL, measure=2)
     assert steady.runs == [A, B, C, A] and not any("not steady" in n for n in advice.notes)
     assert {c.config: c.measured_us for c in advice.ranked}[A] == 10.0  # the faster of its two times
-    # another process took the GPU after the first timing: the current config ran 1.6x slower at the end
-    shared = Scripted({A: 10.0, B: 8.0, C: 9.0}, A, measured={A: [10.0, 16.0], B: 8.0, C: 7.0})
+    # another process took the GPU during the timings: C (really the fastest) and the current config's last
+    # timing ran slow; each config is timed once more and keeps its faster time, which puts C first again
+    shared = Scripted({A: 10.0, B: 8.0, C: 9.0}, A, measured={A: [10.0, 16.0], B: [8.0, 8.1], C: [11.0, 7.0]})
     advice = search(shared, confirm=False, model=MODEL, measure=2)
+    assert shared.runs == [A, B, C, A, B, C]  # the others again, in the order of their first times
     assert any("10.0 us first and 16.0 us last (60% apart)" in n and "not steady" in n for n in advice.notes)
+    assert [(c.config, c.measured_us) for c in advice.ranked[:3]] == [(C, 7.0), (B, 8.0), (A, 10.0)]
     # the current among the two fastest: its near-tie second timing is the last one, not a third
     tied = Scripted({A: 10.0, B: 8.0}, A, measured={A: [7.0, 7.1], B: [7.1, 7.2]})
     advice = search(tied, confirm=False, model=MODEL, measure=1)
