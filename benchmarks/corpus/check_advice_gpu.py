@@ -225,7 +225,7 @@ def one_launch_trace(case: Case, folder: Path) -> Path:
 def bounded_run(command: list[str], limit_s: float, **kw) -> subprocess.CompletedProcess:
     """subprocess.run(command, timeout=limit_s) in its own session, whose whole process group is killed
     when the limit passes: a stopped `suggest` or warm step must not leave its compile workers running
-    (a device call in section 34b lost its timing step to four such leftovers)."""
+    (in section 34b three such leftovers of a stopped call ran on into the next)."""
     import signal
 
     with subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
