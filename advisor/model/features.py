@@ -37,7 +37,8 @@ TRANSFER_FEATURES: tuple[str, ...] = (
     "occupancy_warps", "log_inflight_vs_lbp", "log_instructions_per_byte", "log_instructions_per_warp",
     "log_working_set_vs_l2", "share_launch", "share_second", "share_sum", "log_expected_over_floor",
     "generic_path", "note_counted_once", "note_data_dependent", "note_uneven_ctas", "log_spill",
-    "log_expected_dram_vs_floor",
+    "log_expected_dram_vs_floor", "share_expected_dram", "log_expected_dram_vs_ceiling", "log_grid_ctas_per_sm",
+    "log_ceiling_per_wave", "log_grid_warps_vs_capacity", "share_latency",
 )
 FEATURES = FEATURES + TRANSFER_FEATURES
 # What `advisor train` fits on unless told otherwise: the features of the shipped model. Held out by
@@ -147,6 +148,18 @@ def transfer_features(ceiling: Ceiling, demand: Demand, spec: GPUSpec) -> dict[s
         # over the compulsory bytes of the floor; 0 where the demand has no access trace (exact families).
         "log_expected_dram_vs_floor": _expected_dram_vs_floor(demand, ceiling, spec),
     }
+    # Derived from the above and the ceiling (RESULTS 33 step 3, chosen on a design split of three libraries):
+    # the expected DRAM time against the ceiling, the whole grid against the machine, the latency terms.
+    expected_dram_us = (ceiling.pipelines.get("dram") or 0.0) * math.exp(row["log_expected_dram_vs_floor"])
+    row.update({
+        "share_expected_dram": expected_dram_us / c if c else 0.0,
+        "log_expected_dram_vs_ceiling": _log(expected_dram_us / c if c else 0.0),
+        "log_grid_ctas_per_sm": _log(active / spec.sms),
+        "log_ceiling_per_wave": _log(c / max(ceiling.waves, 1e-3)),
+        "log_grid_warps_vs_capacity": _log(active * demand.warps_per_cta / (spec.sms * spec.max_warps_per_sm)),
+        "share_latency": max(ceiling.pipelines.get("chain") or 0.0, ceiling.pipelines.get("launch") or 0.0) / c
+        if c else 0.0,
+    })
     for flag, phrases in _NOTE_FLAGS.items():
         row[flag] = 1.0 if any(p in notes for p in phrases) else 0.0
     return row
