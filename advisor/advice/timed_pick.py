@@ -23,7 +23,6 @@ up to 2.4x; one at a time, none (RESULTS 34b).
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
 
@@ -80,31 +79,35 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
         record_timings(subject, [(cand, cand.measured_us)])
         timed.append(cand)
         others += 1
+    def time_again(cand: Candidate) -> float | None:
+        """One more timing of `cand`, which keeps the faster of its times; None if it failed this time."""
+        try:
+            again = run(cand.config)
+        except MeasurementError:  # it ran right once: its first time stands
+            return None
+        cand.measured_us = min(cand.measured_us, again)
+        return again
+
     first = current.measured_us if current in timed else None
     last = None
     timed.sort(key=lambda c: c.measured_us)
     if len(timed) >= 2 and timed[1].measured_us <= RETIME_WITHIN * timed[0].measured_us:
         for cand in timed[:2]:
-            with contextlib.suppress(MeasurementError):  # it ran right once: its first time stands
-                again = run(cand.config)
-                last = again if cand is current else last
-                cand.measured_us = min(cand.measured_us, again)
+            again = time_again(cand)
+            last = again if cand is current else last
         timed.sort(key=lambda c: c.measured_us)
         advice.notes.append(f"the two fastest were within {RETIME_WITHIN - 1:.0%} of each other and were timed "
                             "twice each (the faster of two timings kept)")
     if first is not None and len(timed) >= 2:
         if last is None:
-            with contextlib.suppress(MeasurementError):
-                last = run(current.config)
-                current.measured_us = min(current.measured_us, last)
-                timed.sort(key=lambda c: c.measured_us)
+            last = time_again(current)
+            timed.sort(key=lambda c: c.measured_us)
         if last is not None and max(first, last) > STEADY_WITHIN * min(first, last):
             # Another process's kernels slow a timing, never speed it up (RESULTS 34b: 25 of 26 disturbed
             # configs were slower), so each config's faster of two timings is the better estimate.
             for cand in timed:
                 if cand is not current:
-                    with contextlib.suppress(MeasurementError):
-                        cand.measured_us = min(cand.measured_us, run(cand.config))
+                    time_again(cand)
             timed.sort(key=lambda c: c.measured_us)
             advice.notes.append(
                 f"the current config timed {first:.1f} us first and {last:.1f} us last "

@@ -256,8 +256,7 @@ def run_suggest(case: Case, trace: Path, measure: int, work: Path, workers: int,
         p = bounded_run(command, limit_s, cwd=ROOT, env=env)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as exc:
-        text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")  # noqa: E731
-        rc, out, err = "timeout", text(exc.stdout), f"ran past {limit_s:.0f} s: " + text(exc.stderr)[-2000:]
+        rc, out, err = "timeout", exc.stdout or "", f"ran past {limit_s:.0f} s: " + (exc.stderr or "")[-2000:]
     row = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel,
            "measure": measure, "rc": rc, "wall_s": round(time.time() - t0, 1), "stderr": err.strip()[-1500:],
            "transfer_model": model.name if model is not None else "shipped"}
