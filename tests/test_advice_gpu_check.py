@@ -47,6 +47,29 @@ def test_a_cut_run_keeps_what_ended_and_runs_again_what_its_deadline_did_not_sta
     assert gpu_check.resumed(None) == ([], None)
 
 
+def test_remeasure_runs_again_the_measure_runs_that_shared_the_gpu(tmp_path):
+    rows = [{"launch_id": "a", "measure": 0, "rc": 0}, {"launch_id": "a", "measure": 4, "rc": 0, "measure_jobs": 4},
+            {"launch_id": "b", "measure": 4, "rc": 1, "measure_jobs": 1}, {"launch_id": "c", "measure": 4, "rc": 0}]
+    (tmp_path / "advice_gpu_suggest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept = gpu_check.resumed(tmp_path)[0]
+    assert len(kept) == 4
+    kept = gpu_check.resumed(tmp_path, remeasure=True)[0]
+    assert [(r["launch_id"], r["measure"]) for r in kept] == [("a", 0), ("b", 4)]  # alone on the GPU: kept
+
+
+def test_a_launch_whose_new_choice_was_never_timed_is_timed_again_whole():
+    def timing(lid, cfg, roles="space"):
+        return {"launch_id": lid, "config": json.dumps(cfg), "roles": roles}
+
+    timings = [timing("a", {"B": 64}, "own"), timing("a", {"B": 128, "EVEN_K": True}), timing("b", {"B": 64}, "own"),
+               timing("b", {"B": 256}, "own-repeat")]
+    rows = [{"launch_id": "a", "measure": 4, "best": {"config": {"B": 128}}},   # timed, with a heuristic's constexpr
+            {"launch_id": "b", "measure": 0, "best": {"config": {"B": 512}}},   # no measurement: not its business
+            {"launch_id": "b", "measure": 4, "best": {"config": {"B": 256}}},   # only as the repeat's config: not timed
+            {"launch_id": "c", "measure": 4, "best": {"config": {"B": 32}}}]    # never timed: the timing process's
+    assert gpu_check.untimed_picks(rows, timings) == {"b"}
+
+
 def test_a_stopped_run_leaves_no_child_process_behind(tmp_path):
     # a child that starts a grandchild (as `suggest` starts compile workers) and outlives the limit
     marker = tmp_path / "grandchild.pid"
@@ -97,3 +120,20 @@ def test_the_products_timings_are_compared_with_the_checks_per_config_and_per_gp
                {"launch_id": "y", "config": json.dumps(a), "status": "ok", "roles": "own", "us": "5.0"}]
     ratios = gpu_check.product_vs_check(runs, timings)
     assert ratios["4"] == [1.0, 2.0] and [round(x, 3) for x in ratios["1"]] == [1.02]
+
+
+def test_the_one_launch_trace_carries_the_captured_integer_contents_as_record_writes_them():
+    entry = {"kernel": "k", "tensors": [
+        {"name": "inp", "dtype": "float32", "shape": [4, 2], "stride": [2, 1]},
+        {"name": "index", "dtype": "int64", "shape": [2, 3], "stride": [1, 2]},   # a transposed view
+        {"name": "mask", "dtype": "bool", "shape": [3], "stride": [1]}]}
+    out = gpu_check.with_recorded_values(entry, {"index": [[4, 0, 2], [1, 3, 5]], "mask": [True, False, True],
+                                                 "inp": [[1.0, 2.0]] * 4})
+    inp, index, mask = out["tensors"]
+    assert "values" not in inp and "values" not in entry["tensors"][1]
+    assert index["values"] == [4, 1, 0, 3, 2, 5] and mask["values"] == [1, 0, 1]
+    from ceilings.launch import TensorArg
+
+    arg = TensorArg(index["name"], tuple(index["shape"]), index["dtype"], tuple(index["stride"]),
+                    values=tuple(index["values"]))
+    assert arg.values == (4, 1, 0, 3, 2, 5)

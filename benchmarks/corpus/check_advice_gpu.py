@@ -49,7 +49,8 @@ model fitted without it, which each launch's `suggest` gets through TRITON_ADVIS
 device step with ADVICE_PLAN=that plan. A call cut by its deadline is taken up by another with
 `--resume FOLDER` (the first call's files carried in). `--measure-jobs 1` keeps the product's `--measure`
 timings from sharing the GPU with each other (section 34: with 4 at once they disagreed with this check's
-lone timings on 8 of 32 launches), at the cost of more calls.
+lone timings on 8 of 32 launches), at the cost of more calls; `--resume FOLDER --remeasure` runs such shared
+runs again alone (section 34c). Progress goes to $OUT/advice_gpu_stamps.txt as well as stdout.
 
 `analyze` joins them: per launch, the suggestion's and measure-4 choice's time against the own config
 and against the best of the measured space; per library shares; every failure of the product.
@@ -214,11 +215,39 @@ def planned(only: str | None = None) -> list[Case]:
 
 
 def one_launch_trace(case: Case, folder: Path) -> Path:
+    """The launch alone in a trace, with the contents of its small integer tensors where the capture kept
+    them (as `advisor record` now writes them, `TensorArg.values`), so that `suggest --measure` runs the
+    kernel on the data this check's timing process gives it (replay.make_tensors)."""
     trace = json.loads((DATA / "traces" / f"{case.library}.json").read_text())
-    trace["launches"] = [case.entry]
+    trace["launches"] = [with_recorded_values(case.entry, case.extras.get("values") or {})]
     path = folder / f"{case.library}-{case.id}.json"
     path.write_text(json.dumps(trace))
     return path
+
+
+def with_recorded_values(entry: dict, values: dict) -> dict:
+    """`entry` with each integer tensor that `values` (name -> nested list in the tensor's shape, as the
+    corpus capture kept it) holds given `values`: element i at the data pointer + i, over the strides' span."""
+    import itertools
+
+    from ceilings.launch import _INTEGER_BYTES, MAX_VALUES_BYTES
+
+    tensors = []
+    for t in entry.get("tensors", []):
+        nested = values.get(t["name"])
+        span = 1 + sum((n - 1) * st for n, st in zip(t["shape"], t["stride"]) if n > 0)
+        if (nested is None or t["dtype"] not in _INTEGER_BYTES or t.get("block_shape") is not None
+                or span * _INTEGER_BYTES[t["dtype"]] > MAX_VALUES_BYTES or min(t["stride"], default=0) < 0):
+            tensors.append(t)
+            continue
+        flat = [0] * span
+        for index in itertools.product(*(range(n) for n in t["shape"])):
+            item = nested
+            for i in index:
+                item = item[i]
+            flat[sum(i * st for i, st in zip(index, t["stride"]))] = int(item)
+        tensors.append({**t, "values": flat})
+    return {**entry, "tensors": tensors}
 
 
 # ------------------------------------------------------------------------------------------ suggest
@@ -399,9 +428,10 @@ def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, 
 
     for case in cases:
         if time.time() > deadline:
-            print(f"timing: deadline reached before {case.kernel}", flush=True)
+            log_line(f"timing: deadline reached before {case.kernel}")
             return
         (folder / "inflight").write_text(case.id)
+        began = time.time()
         spec = json.loads((folder / f"{case.library}-{case.id}.variants.json").read_text())
         items = [(_variant(d), d["roles"]) for d in spec["variants"]]
         items.append((items[0][0], ["own-repeat"]))
@@ -457,6 +487,8 @@ def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, 
                     row[k] = f"{row[k]:.3f}"
             writer.writerow(row)
         fh.flush()
+        log_line(f"timing: {case.kernel} ({case.id}): {sum(r.get('status') == 'ok' for r in rows)} of {len(rows)} "
+                 f"configs ran, {time.time() - began:.0f} s")
         del pristine, work, reference, timed
         torch.cuda.empty_cache()
         (folder / "inflight").unlink()
@@ -508,6 +540,13 @@ def timing_process(only: str | None, folder: Path, deadline: float) -> None:
 
 
 # ------------------------------------------------------------------------------------------ device
+def log_line(text: str) -> None:
+    """A progress line on stdout and in $OUT/advice_gpu_stamps.txt (a file survives what stdout may not)."""
+    print(text, flush=True)
+    with open(out_dir() / "advice_gpu_stamps.txt", "a") as fh:
+        fh.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+
+
 def environment() -> dict:
     import datetime
     import importlib.metadata as md
@@ -536,33 +575,55 @@ def interleaved(cases: list[Case]) -> list[Case]:
 NOT_STARTED = "not run (device deadline)"
 
 
-def resumed(folder: Path | None) -> tuple[list[dict], Path | None]:
+def resumed(folder: Path | None, remeasure: bool = False) -> tuple[list[dict], Path | None]:
     """A cut run's `suggest` rows that ended (exit code, or past their limit: not run again) and its
-    timings file, to go on from in another call; rows its deadline did not start are run again."""
+    timings file, to go on from in another call; rows its deadline did not start are run again. With
+    `remeasure`, its `suggest --measure` rows that shared the GPU with others (measure_jobs > 1, or not
+    recorded) are run again too: their timings were disturbed (RESULTS 34b)."""
     if folder is None:
         return [], None
     rows = [json.loads(x) for x in (folder / "advice_gpu_suggest.jsonl").read_text().splitlines()]
     timings = folder / "advice_gpu_timings.csv"
-    return [r for r in rows if not str(r["rc"]).startswith("not run")], timings if timings.exists() else None
+    shared = [r for r in rows if remeasure and r["measure"] and r.get("measure_jobs", 2) != 1]
+    return ([r for r in rows if not str(r["rc"]).startswith("not run") and r not in shared],
+            timings if timings.exists() else None)
+
+
+def untimed_picks(rows: list[dict], timings: list[dict]) -> set[str]:
+    """Launches already timed whose `suggest --measure` choice in `rows` is none of their timed configs
+    (a run made again after the timing): their timings are dropped, so that the timing process times
+    the launch again whole, the new choice with its own and best configs in one run."""
+    timed: dict[str, list[dict]] = {}
+    for t in timings:
+        if t["config"] and t["roles"] != "own-repeat":
+            timed.setdefault(t["launch_id"], []).append(json.loads(t["config"]))
+    out = set()
+    for r in rows:
+        best = (r.get("best") or {}).get("config") if r["measure"] else None
+        if best and r["launch_id"] in timed and not any(same_config(best, c) for c in timed[r["launch_id"]]):
+            out.add(r["launch_id"])
+    return out
 
 
 def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: int, budget: float,
-           plain_from: str | None = None, suggest_limit: float = 150.0, resume: Path | None = None) -> None:
+           plain_from: str | None = None, suggest_limit: float = 150.0, resume: Path | None = None,
+           remeasure: bool = False, timing_reserve: float = TIMING_RESERVE) -> None:
     """Step 1 and 2 overlapped: each launch's `suggest` (no measurement), then its `suggest --measure 4`
     (at most `measure_jobs` at once: they time on the GPU) and the compiles of its variants (CPU); then the
     timing process alone on the GPU, with what is left of `budget` seconds. Each `suggest` run is stopped
     after `suggest_limit` s; none starts after TIMING_RESERVE s before the budget's end. `resume`: a cut
     run's output folder (its files carried in): its finished `suggest` runs and timed launches are kept,
-    the rest run here (a launch timed there is not timed again)."""
+    the rest run here (a launch timed there is not timed again); with `remeasure`, its `--measure` runs that
+    shared the GPU run again too, launches still untimed first (`resumed`, `untimed_picks`)."""
     start = time.time()
     folder = Path(os.environ.get("ADVICE_WORK", "/tmp/advice_gpu"))
-    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "warm-cache").mkdir(parents=True, exist_ok=True)
     out_dir().mkdir(parents=True, exist_ok=True)
     (out_dir() / "advice_gpu_env.json").write_text(json.dumps(environment(), indent=1) + "\n")
     cases = interleaved(planned(only))
     traces = {c.id: one_launch_trace(c, folder) for c in cases}
     log = out_dir() / "advice_gpu_suggest.jsonl"
-    kept, kept_timings = resumed(resume)
+    kept, kept_timings = resumed(resume, remeasure)
     log.write_text("".join(json.dumps(r) + "\n" for r in kept))
     timings_out = out_dir() / "advice_gpu_timings.csv"
     if kept_timings is not None and kept_timings.resolve() != timings_out.resolve():
@@ -572,13 +633,14 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
     timed_before = {r["launch_id"] for r in csv.DictReader(open(timings_out, newline=""))} if kept_timings else set()
     (folder / "inflight").unlink(missing_ok=True)
     lock = threading.Lock()
-    measure_until = start + budget - TIMING_RESERVE
+    measure_until = start + budget - timing_reserve
     done_rows = {(r["launch_id"], r["measure"]): r for r in kept}
     cases = [c for c in cases if not ((c.id, 0) in done_rows and (c.id, MEASURE) in done_rows
                                       and c.id in timed_before)]
+    cases.sort(key=lambda c: c.id in timed_before)  # launches with no timing first (stable: interleaved kept)
 
     def stamp(what):
-        print(f"[{time.time() - start:6.0f} s] {what}", flush=True)
+        log_line(f"[{time.time() - start:6.0f} s] {what}")
 
     def keep(row):
         with lock, open(log, "a") as fh:
@@ -613,14 +675,17 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
     def warmed(case):  # compiles ahead of the timing process, which compiles what is missing itself:
         # stopped when the timing reserve begins, so that the timing process always gets it
         try:
+            began = time.time()
             bounded_run([sys.executable, __file__, "warm", "--ids", case.id], max(1.0, measure_until - time.time()),
                         cwd=ROOT)
+            stamp(f"{case.kernel}: warm compiles done ({time.time() - began:.0f} s)")
         except subprocess.TimeoutExpired:
             stamp(f"{case.kernel}: warm compiles stopped at the timing reserve")
 
     with ThreadPoolExecutor(measure_jobs) as measure_pool, ThreadPoolExecutor(warm_jobs) as warm_pool:
         def plain(case):
             row = plain_rows.get(case.id)
+            ran_here = row is None
             if row is None:
                 late = time.time() > measure_until
                 row = not_run(case, 0) if late else run_suggest(case, traces[case.id], 0, folder, 3, suggest_limit)
@@ -630,8 +695,15 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
             if str(row["rc"]).startswith("not run"):
                 keep(not_run(case, MEASURE))
                 return ()
+            if (not ran_here and (case.id, MEASURE) not in done_rows and time.time() < measure_until
+                    and row["rc"] != "timeout"):
+                # its plain suggest ran in an earlier call: the same search again, result unused, fills this
+                # machine's compile cache in parallel so that the one-at-a-time --measure run mostly times
+                run_suggest(case, traces[case.id], 0, folder / "warm-cache", 3, suggest_limit)
             spec = variants_json(case, traces[case.id], [row])
             (folder / f"{case.library}-{case.id}.variants.json").write_text(json.dumps(spec))
+            if case.id in timed_before:  # timed in the resumed run: compiled again only if its timing is dropped
+                return (measure_pool.submit(measured, case, row["rc"]),)
             return measure_pool.submit(measured, case, row["rc"]), warm_pool.submit(warmed, case)
 
         with ThreadPoolExecutor(suggest_jobs) as pool:
@@ -640,6 +712,17 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
         for f in futures:
             f.result()
     stamp("suggest --measure 4 and the compiles done")
+    if timed_before:
+        rows = [json.loads(x) for x in log.read_text().splitlines()]
+        with open(timings_out, newline="") as f:
+            timing_rows = list(csv.DictReader(f))
+        again = untimed_picks(rows, timing_rows)
+        if again:
+            stamp(f"timed again whole (the new --measure choice was not timed): {len(again)} launches")
+            with open(timings_out, "w", newline="") as f:
+                writer = csv.DictWriter(f, TIMING_COLUMNS)
+                writer.writeheader()
+                writer.writerows(r for r in timing_rows if r["launch_id"] not in again)
     for _attempt in range(4):  # a launch that kills the process is recorded as crashed; the others go on
         left = budget - (time.time() - start)
         if left < 20:
@@ -878,6 +961,10 @@ def main() -> None:
                         help="seconds one `suggest` run may take; past it, it is stopped and counted as a failure")
     parser.add_argument("--resume", type=Path, help="device: a cut run's output folder (advice_gpu_suggest.jsonl, "
                         "advice_gpu_timings.csv): its finished runs and timed launches are kept, the rest run")
+    parser.add_argument("--timing-reserve", type=float, default=TIMING_RESERVE, help="device: seconds at the end "
+                        "of the budget that no `suggest` or warm compile starts in (the timing process's)")
+    parser.add_argument("--remeasure", action="store_true", help="device, with --resume: run again the resumed "
+                        "run's `suggest --measure` runs that shared the GPU (measure_jobs > 1)")
     parser.add_argument("--held-out", action="store_true", help="plan: data/advice_gpu_held_out/plan.json, the "
                         "first and fresh plans' launches with the transfer models fitted without each library")
     parser.add_argument("--folder", default=str(DATA), help="analyze: the folder holding one run's advice_gpu_* "
@@ -887,7 +974,7 @@ def main() -> None:
         plan_held_out() if a.held_out else plan(a.fresh)
     elif a.step == "device":
         device(a.only, a.suggest_jobs, a.measure_jobs, a.warm_jobs, a.budget, a.plain_from, a.suggest_limit,
-               a.resume)
+               a.resume, a.remeasure, a.timing_reserve)
     elif a.step == "warm":
         warm(a.ids.split(","))
     elif a.step == "time":
