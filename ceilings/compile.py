@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -111,6 +112,17 @@ def load_module(path: str | os.PathLike, gpu: str | None = None):
     spec = standin.gpu_spec(gpu)
     key = str(path.resolve()) + ("" if spec == standin.gpu_spec(None) else f"@{spec.name}")
     name = "_advisor_kernel_" + hashlib.sha1(key.encode()).hexdigest()[:12]
+    # One load at a time: it swaps sys.stdout and os.environ for the whole process, and two threads whose
+    # swaps interleave leave sys.stdout on one's StringIO for good (a check's log lost every line after
+    # its threads first opened kernel files at once); the lock also keeps one file from being run twice.
+    with _LOADING:
+        return _load_locked(path, source, spec, name, standin)
+
+
+_LOADING = threading.RLock()
+
+
+def _load_locked(path: Path, source: str, spec, name: str, standin) -> Any:
     if name in sys.modules:
         return sys.modules[name]
     module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))

@@ -83,6 +83,37 @@ def test_opening_leaves_triton_and_torch_as_they_were():
     assert torch.empty(2, device="cpu").device.type == "cpu"
 
 
+def test_files_opened_from_several_threads_at_once_leave_stdout_and_triton_as_they_were(tmp_path):
+    # each file prints at import and sleeps in its top-level code, so that unserialised loads interleave
+    # their stdout swaps (a check's log lost every line after its threads opened kernel files at once)
+    import threading
+
+    from triton.runtime import driver
+
+    for i in range(6):
+        (tmp_path / f"k{i}.py").write_text(textwrap.dedent(f"""
+            import time
+            import triton
+            import triton.language as tl
+            print("loading {i}")
+            time.sleep(0.05)
+
+            @triton.jit
+            def k{i}(x_ptr):
+                tl.store(x_ptr, {i})
+            """))
+    stdout, active = sys.stdout, driver._active
+    modules = {}
+    threads = [threading.Thread(target=lambda i=i: modules.update({i: load_module(tmp_path / f"k{i}.py")}))
+               for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sys.stdout is stdout and driver._active is active
+    assert sorted(modules) == list(range(6)) and all(hasattr(modules[i], f"k{i}") for i in range(6))
+
+
 def test_a_kernel_missing_after_a_failed_statement_names_the_line(tmp_path):
     path = tmp_path / "needs_pkg.py"
     path.write_text(textwrap.dedent("""
