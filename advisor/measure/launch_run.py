@@ -1,7 +1,10 @@
 """Run and time any kernel from its Launch on a GPU: random inputs, every config checked against another.
 
-The launch gives shapes, dtypes and strides, not data: floating tensors get random normal values,
-integer and boolean tensors zeros (a random integer could index out of bounds). Which tensors a kernel
+The launch gives shapes, dtypes and strides, not data: floating tensors get random normal values, small
+integer tensors the contents the trace recorded for them (`TensorArg.values`: indices, offsets, routing
+tables), other integer and boolean tensors zeros (a random integer could index out of bounds; zeros where
+the trace has contents made a gather kernel read one row, 14x faster than with its real indices, RESULTS
+34c). Which tensors a kernel
 writes is not known, so after one run from the same inputs every tensor must match the run of the
 reference config (the launch's own); a config that changes any of them beyond `tol` is wrong and not
 timed. The reference config runs twice first: a tensor its own two runs leave different (atomic adds in
@@ -44,6 +47,9 @@ def make_tensors(launch: Launch, seed: int = 0, device: str = "cuda", storage: d
             flat = torch.randn(span, device=device, generator=gen).to(dtype)
         else:
             flat = torch.zeros(span, device=device, dtype=dtype)
+            if t.values is not None:  # element i at the data pointer + i (TensorArg.values)
+                kept = min(span, len(t.values))
+                flat[:kept] = torch.tensor(t.values[:kept], dtype=dtype)
         out[t.name] = torch.as_strided(flat, t.shape, t.stride)
         if storage is not None:
             storage[t.name] = flat
