@@ -17,6 +17,10 @@ So a kernel file is executed in a stand-in environment, one top-level statement 
   turns an operation that needs tensor values (`.item()`, `.tolist()`, `if x.any()`) into
   `NeedsData`. A few `torch.cuda` queries (`get_device_capability`, `get_device_name`,
   `get_device_properties`, `current_device`, `device(...)`, `synchronize`) answer for the same GPU.
+* `nvidia-smi` run through `subprocess.run` (or `check_output`) by the file's code, or by threads it
+  starts, answers for the same GPU with exit code 0 (libraries such as FlagGems find their vendor by
+  running the vendors' tools at import: on a machine without a GPU the import failed); other threads
+  of the process, which were running before the file was opened, still run the real tool.
 * While the file is opened, kernel launches and autotuning raise `NotRunHere` (nothing is compiled
   or run); `advisor.capture.nogpu` replaces that with the capture of each launch.
 * A statement that fails (a self-check that compares results, a benchmark, a missing optional
@@ -190,6 +194,58 @@ def _cuda_answers(spec) -> dict:
             "device_count": lambda: 1}
 
 
+# ----------------------------------------------------------------------------------------------
+# The vendor's tool: nvidia-smi answers for the stand-in GPU.
+# ----------------------------------------------------------------------------------------------
+def _program(args) -> str:
+    import shlex
+
+    if isinstance(args, str | bytes):
+        args = shlex.split(args.decode() if isinstance(args, bytes) else args) or [""]
+    return str(args[0]).replace("\\", "/").rsplit("/", 1)[-1] if args else ""
+
+
+def _smi_output(args, spec) -> str:
+    """What `nvidia-smi` prints for the stand-in GPU: the queried fields (`--query-gpu=a,b`), else the
+    one-line listing of `nvidia-smi -L`."""
+    import shlex
+
+    words = shlex.split(args) if isinstance(args, str) else [str(a) for a in args]
+    major, minor = divmod(spec.arch, 10)
+    query = next((w.split("=", 1)[1] for w in words if w.startswith("--query-gpu=")), None)
+    if query is None:
+        return f"GPU 0: {spec.name} (UUID: GPU-00000000-0000-0000-0000-000000000000)\n"
+    known = {"name": spec.name, "gpu_name": spec.name, "compute_cap": f"{major}.{minor}", "count": "1",
+             "index": "0", "driver_version": "[N/A]"}
+    fields = [f.strip() for f in query.split(",") if f.strip()]
+    row = ", ".join(known.get(f, "[N/A]") for f in fields)
+    header = "" if any("noheader" in w for w in words) else ", ".join(fields) + "\n"
+    return header + row + "\n"
+
+
+@contextlib.contextmanager
+def _gpu_tools(spec):
+    import subprocess
+
+    real = subprocess.run
+    before = {t.ident for t in threading.enumerate()} - {threading.get_ident()}
+
+    def run(args, *rest, **kwargs):
+        if threading.get_ident() in before or _program(args) != "nvidia-smi":
+            return real(args, *rest, **kwargs)
+        out = _smi_output(args, spec)
+        text = kwargs.get("text") or kwargs.get("universal_newlines") or kwargs.get("encoding")
+        captured = kwargs.get("capture_output") or kwargs.get("stdout") == subprocess.PIPE
+        stdout = (out if text else out.encode()) if captured else None
+        return subprocess.CompletedProcess(args, 0, stdout, ("" if text else b"") if captured else None)
+
+    subprocess.run = run
+    try:
+        yield
+    finally:
+        subprocess.run = real
+
+
 @contextlib.contextmanager
 def environment(gpu=None):
     """The stand-in driver, meta tensors for CUDA ones, and `torch.cuda` answers for `gpu`, for the
@@ -201,6 +257,7 @@ def environment(gpu=None):
         saved = driver._active
         driver.set_active(StandInDriver(spec))
         stack.callback(setattr, driver, "_active", saved)
+        stack.enter_context(_gpu_tools(spec))
         try:
             import torch
         except ImportError:

@@ -245,6 +245,47 @@ def test_device_queries_answer_for_the_chosen_gpu(tmp_path):
         assert launch.grid == (sms,) and launch.config["BLOCK"] == block
 
 
+def test_a_file_that_finds_its_vendor_with_nvidia_smi_opens_and_hears_the_chosen_gpu(tmp_path):
+    # as FlagGems does at import: run the vendors' tools in threads, keep the one that exits 0
+    path = tmp_path / "vendor.py"
+    path.write_text(textwrap.dedent("""
+        import subprocess
+        import threading
+
+        import triton
+        import triton.language as tl
+
+        found = []
+
+        def probe(tool):
+            try:
+                if subprocess.run([tool], capture_output=True, text=True).returncode == 0:
+                    found.append(tool)
+            except OSError:
+                pass
+
+        threads = [threading.Thread(target=probe, args=(t,)) for t in ("nvidia-smi", "no-such-smi")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if found != ["nvidia-smi"]:
+            raise RuntimeError("No device were detected on your machine")
+        NAME = subprocess.check_output(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"]).decode()
+        LISTED = subprocess.run("nvidia-smi -L", shell=True, capture_output=True).stdout
+
+        @triton.jit
+        def vendor_kernel(x_ptr):
+            tl.store(x_ptr, 1.0)
+    """))
+    module = load_module(path, "h200")
+    assert module.__advisor_skipped__ == [] and hasattr(module, "vendor_kernel")
+    assert module.NAME == "NVIDIA H200, 9.0\n" and module.LISTED.startswith(b"GPU 0: NVIDIA H200")
+    import subprocess
+
+    assert subprocess.run.__module__ == "subprocess"  # the real one again once the file is open
+
+
 def test_record_no_gpu_runs_a_driver_script(tmp_path):
     driver = tmp_path / "driver.py"
     driver.write_text(textwrap.dedent(f"""
