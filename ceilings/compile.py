@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ceilings.compile_limit import note_compiling, refuse_stalled
 from ceilings.errors import AdvisorError
 from ceilings.launch import Launch
 
@@ -374,10 +375,13 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
             return CompiledKernel(**{**json.loads(path.read_text()), "built_on_target": gpu_here(arch)})
         except (json.JSONDecodeError, TypeError):
             path.unlink(missing_ok=True)
+    if use_cache:
+        refuse_stalled(launch, arch, key)
     if cached_only:
         return None
     if _interpreting():
         return _compile_in_child(launch, arch, use_cache)
+    note_compiling(launch, arch, key)
     try:
         with _quiet_knob_warnings():
             compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
@@ -386,6 +390,8 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
         first = f"{exc.__class__.__name__}: {exc}".strip().splitlines()[0][:300]
         raise AdvisorError(f"{launch.kernel} does not compile for sm_{arch} with {launch.config.label()}: "
                            f"{first}") from None
+    finally:
+        note_compiling(None, arch, key)
     usage = _resource_usage(compiled.asm["cubin"])
     result = CompiledKernel(kernel=launch.kernel, arch=arch, triton_version=triton.__version__,
                             num_warps=launch.config.num_warps, num_stages=launch.config.num_stages,

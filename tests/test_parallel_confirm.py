@@ -146,3 +146,42 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_a_compile_past_the_limit_is_stopped_and_then_refused_at_once(cold_cache, monkeypatch):
+    # minutes of LLVM on one config (a FlagGems top-k at BLOCK_SIZE 8192, RESULTS 34c) must not hold the
+    # search: here a static unroll that compiles for minutes, against a 10 s limit, beside quick configs
+    from ceilings.compile import compile_launch
+    from ceilings.compile_limit import COMPILE_LIMIT_ENV
+    from ceilings.launch import Config, Launch, TensorArg
+
+    source = cold_cache / "unrolled.py"
+    source.write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def unrolled_kernel(x_ptr, BLOCK: tl.constexpr, REPEAT: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offs)\n"
+        "    for i in tl.static_range(REPEAT):\n        x = x * 1.0001 + tl.sin(x)\n"
+        "    tl.store(x_ptr + offs, x)\n")
+
+    def launch(block, repeat):
+        return Launch(str(source), "unrolled_kernel", (1,), tensors=(TensorArg("x_ptr", (block,), "float32", (1,)),),
+                      config=Config({"BLOCK": block, "REPEAT": repeat}, 4, 1))
+
+    # the workers' first compiles (Triton's own start) done first, so that the quick ones below are quick
+    assert compile_pool.compile_ahead([launch(b, 1) for b in (16, 32, 64, 128)], 90, workers=2) == {}
+    slow, quick = launch(1024, 1000), [launch(b, 2) for b in (128, 256, 512)]
+    monkeypatch.setenv(COMPILE_LIMIT_ENV, "10")
+    began = time.time()
+    failed = compile_pool.compile_ahead([slow, *quick], 90, workers=2)
+    assert time.time() - began < 60
+    assert set(failed) == {slow} and "did not compile for sm_90 within 10 s and was stopped" in failed[slow]
+    assert all(compile_launch(q, 90, cached_only=True) is not None for q in quick)  # lost ones run again
+    began = time.time()
+    with pytest.raises(AdvisorError, match=f"within 10 s and was stopped; set {COMPILE_LIMIT_ENV} above 10"):
+        compile_launch(slow, 90)
+    assert time.time() - began < 5  # refused from the marker, not compiled again
+    monkeypatch.setenv(COMPILE_LIMIT_ENV, "600")  # a longer wait asked for: tried again
+    assert compile_launch(slow, 90, cached_only=True) is None
+    monkeypatch.setenv(COMPILE_LIMIT_ENV, "soon")
+    with pytest.raises(AdvisorError, match="give the seconds one compile may take"):
+        compile_launch(slow, 90, cached_only=True)

@@ -152,3 +152,24 @@ def test_the_current_config_is_timed_again_last_and_an_unsteady_gpu_is_said():
     tied = Scripted({A: 10.0, B: 8.0}, A, measured={A: [7.0, 7.1], B: [7.1, 7.2]})
     advice = search(tied, confirm=False, model=MODEL, measure=1)
     assert tied.runs == [A, B, A, B] and not any("not steady" in n for n in advice.notes)
+
+
+def test_a_config_that_does_not_compile_is_pruned_with_why_and_a_current_one_cannot_run():
+    class Failing(Scripted):
+        def compile_problems(self, configs):  # as LaunchSubject words a compile stopped past the limit
+            why = "its compile ran past the 120 s limit (TRITON_ADVISOR_COMPILE_LIMIT)"
+            return {c: why for c in configs if c in (B, self.failing_current)}
+
+        def predict(self, configs, model=None):
+            assert B not in configs and self.failing_current not in configs  # never asked of the model
+            return super().predict(configs, model)
+
+    subject = Failing({A: 10.0, B: 2.0, C: 8.0}, A)  # the best prediction would have been the stalled one
+    subject.failing_current = None
+    advice = search(subject, confirm=False, model=MODEL)
+    assert advice.best.config == C and B not in [c.config for c in advice.ranked]
+    assert advice.pruned == {"its compile ran past the # s limit (TRITON_ADVISOR_COMPILE_LIMIT)": 1}
+    subject = Failing({A: 10.0, B: 2.0, C: 8.0}, A)
+    subject.failing_current = A
+    advice = search(subject, confirm=False, model=MODEL)
+    assert advice.cannot_run.startswith("its compile ran past the 120 s limit") and advice.best.config == C

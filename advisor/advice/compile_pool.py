@@ -73,6 +73,9 @@ def _init_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A worker compiles for the target: never under the CPU interpreter a test process may have set.
     os.environ["TRITON_INTERPRET"] = "0"
+    import ceilings.compile_limit
+
+    ceilings.compile_limit.report_compiling = True  # so that a compile past the limit can be found and stopped
 
 
 def _compile(launch: dict, arch: int) -> str | None:
@@ -120,8 +123,35 @@ def stop() -> None:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int | None = None) -> dict[Launch, str]:
+def _stalled_workers(pool: ProcessPoolExecutor, limit_s: float) -> list[dict]:
+    """Kill the pool's workers whose compile has run past `limit_s` and mark what they compiled as stalled
+    (`ceilings.compile_limit.stall_marker`); what each was compiling."""
+    import json
+    import time
+
+    from ceilings.compile_limit import compiling_dir, mark_stalled
+
+    stalled = []
+    for pid, process in list((getattr(pool, "_processes", None) or {}).items()):
+        note_path = compiling_dir() / str(pid)
+        try:
+            note = json.loads(note_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if time.time() - float(note.get("started", time.time())) > limit_s:
+            mark_stalled(note, limit_s)
+            with contextlib.suppress(Exception):
+                process.kill()
+            note_path.unlink(missing_ok=True)
+            stalled.append(note)
+    return stalled
+
+
+def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int | None = None,
+                  retry: bool = True) -> dict[Launch, str]:
     """Compile the launches that the compile cache lacks, in parallel; returns the ones that failed with why.
+    A compile past `ceilings.compile_limit.compile_limit_s()` is stopped (its worker killed) and refused from then
+    on; the other compiles that the killed pool lost are run once more (`retry`).
 
     `fn`: the launches' JIT function, already loaded (to look the cache up without loading the file
     again). One missing launch, or one core, compiles in this process: a worker's start (importing
@@ -159,13 +189,18 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
         # (a Textual app, a notebook) cannot start workers: compile here instead.
         stop()
         return _compile_here(missing, arch, fn, progress, what)
+    from ceilings.compile_limit import compile_limit_s
+
+    limit_s = compile_limit_s()
     failed: dict[Launch, str] = {}
     pending = set(futures)
     broken = False
+    stalled: list[dict] = []
     try:
         while pending:
             # A short timeout keeps the wait interruptible and the progress live.
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            stalled += _stalled_workers(pool, limit_s)
             for future in done:
                 try:
                     error = future.result()
@@ -181,6 +216,19 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
         raise
     if broken:
         stop()
+    if stalled and retry:  # the compiles the killed worker's pool lost, once more in a new pool
+        from ceilings.compile import compile_launch
+
+        lost = []
+        for launch in failed:
+            try:
+                if compile_launch(launch, arch, fn=fn, cached_only=True) is None:
+                    lost.append(launch)
+            except AdvisorError as exc:  # the stalled one: refused from the cache from now on
+                failed[launch] = str(exc)
+        for launch in lost:
+            del failed[launch]
+        failed.update(compile_ahead(lost, arch, fn, workers, retry=False))
     return failed
 
 

@@ -90,6 +90,11 @@ class Subject:
         """Compile for the target: (why it cannot run, or None; notes such as spills)."""
         return None, []
 
+    def compile_problems(self, configs: Sequence[Config]) -> dict[Config, str]:
+        """The configs whose ceiling needs a compile that fails (or runs past the compile limit), with why;
+        none for a subject whose ceilings need no compile."""
+        return {}
+
     def confirm_launches(self, configs: Sequence[Config]) -> list[Launch]:
         """The launches `confirm` compiles for these configs, which `search` compiles ahead in parallel
         (advisor.advice.compile_pool); none where confirming needs no compile of its own."""
@@ -281,6 +286,14 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
     cannot_run = config_problem(subject.current, subject.spec, subject.precheck)
     # One prediction of the current config and the feasible ones: their compiles run in one parallel batch.
     batch = list(dict.fromkeys(([] if cannot_run else [subject.current]) + feasible))
+    failing = subject.compile_problems(batch)  # a config that does not compile is no candidate
+    for config, why in failing.items():
+        if config == subject.current:
+            cannot_run = why
+        else:
+            pruned[_short(why)] += 1
+    feasible = [c for c in feasible if c not in failing]
+    batch = [c for c in batch if c not in failing]
     predicted = dict(zip(batch, subject.predict(batch, model), strict=True))
     if not cannot_run:
         # Its own object: the confirm step below adds notes to the current and to each finalist.

@@ -327,6 +327,23 @@ class LaunchSubject(Subject):
             self._compiled[config] = compile_launch(self.launch_for(config), self.spec.arch, fn=self.fn)
         return self._compiled[config]
 
+    def compile_problems(self, configs: Sequence[Config]) -> dict[Config, str]:
+        from advisor.advice.compile_pool import compile_ahead
+
+        compile_ahead([self.launch_for(c) for c in configs if c not in self._ceilings and c not in self._compiled],
+                      self.spec.arch, self.fn)
+        from ceilings.compile_limit import COMPILE_LIMIT_ENV, CompileStalled
+
+        problems = {}
+        for c in configs:
+            try:
+                self._compile(c)
+            except CompileStalled as exc:
+                problems[c] = f"its compile ran past the {exc.limit_s:.0f} s limit ({COMPILE_LIMIT_ENV})"
+            except AdvisorError as exc:
+                problems[c] = f"it does not compile ({str(exc).split(': ', 1)[-1][:120]})"
+        return problems
+
     def ceilings(self, configs: Sequence[Config]) -> list[Ceiling]:
         from advisor.advice.compile_pool import compile_ahead
         from ceilings.demand import generic_demand
