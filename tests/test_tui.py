@@ -780,6 +780,14 @@ def isolated_home(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path))
 
 
+async def _source_scrolled(app, pilot) -> None:
+    source = app.query_one("#source-panel")
+    for _ in range(100):  # the source scrolls to the kernel after its layout: wait for it, not a race (under load
+        if source.top_line and source.scroll_y == source.top_line - 1:  # the fused-MoE snapshot caught it at line 1)
+            return
+        await pilot.pause(0.05)
+
+
 def test_snapshot_fused_moe_main_screen(isolated_home):
     app = make_app()
 
@@ -787,6 +795,7 @@ def test_snapshot_fused_moe_main_screen(isolated_home):
         await choose_first(pilot)
         app.clear_notifications()
         await pilot.pause()
+        await _source_scrolled(app, pilot)
         _check_snapshot(app, "tui_fused_moe_100x30")
 
     drive(app, scenario)
@@ -799,11 +808,7 @@ def test_snapshot_gemm_main_screen(isolated_home):
         await choose_first(pilot)
         app.clear_notifications()
         await pilot.pause()
-        source = app.query_one("#source-panel")
-        for _ in range(50):  # the source scrolls to the kernel after its layout: wait for it, not a race
-            if source.top_line and source.scroll_y == source.top_line - 1:
-                break
-            await pilot.pause(0.05)
+        await _source_scrolled(app, pilot)
         _check_snapshot(app, "tui_gemm_100x30")
 
     drive(app, scenario)
