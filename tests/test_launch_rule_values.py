@@ -206,3 +206,45 @@ def test_a_tile_no_axis_follows_is_kept_and_tile_roles_decides_whether_it_is_fix
     assert covering_tiles(load_kernel(NORM_BWD, "rows_cover_kernel"), launch.config.params, rule) == {"BLOCK_N"}
     bwd = norm_backward()
     assert covering_tiles(load_kernel(NORM_BWD, "rows_backward_kernel"), bwd.config.params, launch_rule(bwd)) == set()
+
+
+# ------------------------------------------------------------------------------ a grid the host sizes
+
+ROWS_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rows_scale_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK_ROW: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    {body}
+'''
+STRIDED = '''programs = tl.num_programs(0)
+    for start in tl.range(pid * BLOCK_ROW, n_rows, programs * BLOCK_ROW):
+        rows = start + tl.arange(0, BLOCK_ROW)[:, None]
+        cols = tl.arange(0, BLOCK_SIZE)[None, :]
+        mask = (rows < n_rows) & (cols < n_cols)
+        tl.store(y_ptr + rows * n_cols + cols, tl.load(x_ptr + rows * n_cols + cols, mask=mask) * 2.0, mask=mask)'''
+ONE_BLOCK = '''rows = pid * BLOCK_ROW + tl.arange(0, BLOCK_ROW)[:, None]
+    cols = tl.arange(0, BLOCK_SIZE)[None, :]
+    mask = (rows < n_rows) & (cols < n_cols)
+    tl.store(y_ptr + rows * n_cols + cols, tl.load(x_ptr + rows * n_cols + cols, mask=mask) * 2.0, mask=mask)'''
+
+
+def test_a_grid_the_kernel_strides_a_loop_by_is_kept_for_every_config(tmp_path):
+    """Liger's block RMS-norm backward in this shape: 132 programs (the SM count) over 2,112 rows of 16, which
+    cdiv(n_rows, BLOCK_ROW) explains by coincidence; following it halved the grid at BLOCK_ROW 32 and left
+    half the per-program partial sums unwritten (RESULTS 34c)."""
+    def launch(body: str) -> Launch:
+        path = tmp_path / f"rows_{len(body)}.py"
+        path.write_text(ROWS_KERNEL.format(body=body))
+        return Launch(str(path), "rows_scale_kernel", (132,), (_t("x_ptr", 2112, 1024), _t("y_ptr", 2112, 1024)),
+                      (("n_rows", 2112), ("n_cols", 1024)), (), Config({"BLOCK_ROW": 16, "BLOCK_SIZE": 1024}, 4, 3))
+
+    strided = launch(STRIDED)
+    rule = launch_rule(strided)
+    assert rule.grid(strided.config.replace(BLOCK_ROW=32)) == (132,)
+    assert any("strides a loop by tl.num_programs(0)" in n for n in rule.notes())
+    one_block = launch(ONE_BLOCK)  # the same numbers, one block per program: the grid follows the tile
+    assert launch_rule(one_block).grid(one_block.config.replace(BLOCK_ROW=32)) == (66,)

@@ -179,11 +179,12 @@ def _candidates(size: int, terms: dict[str, list[Term]], dims: set[int], sizes: 
     return out
 
 
-def explain_by_value(launch: Launch, axes: list[Axis],
-                     used_values: set[int]) -> tuple[list[Axis], list[str], set[str]]:
+def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int],
+                     fixed: set[int] = frozenset()) -> tuple[list[Axis], list[str], set[str]]:
     """`axes` (the names' explanation, one per grid axis) with what is left of each explained by values
     where one explanation is best; the notes (each inference, each axis kept for want of one); and the
-    tiles an axis was kept for (a config that changes one has a grid the recorded launch does not tell)."""
+    tiles an axis was kept for (a config that changes one has a grid the recorded launch does not tell).
+    `fixed`: axes the host sizes whatever the config (a grid-stride loop's), left as they are."""
     used = {name for combo, _ in axes for name, _ in combo}
     free = {k: v for k, v in launch.config.params.items() if k not in used and _power_of_two(v)}
     terms = _terms(launch, free, used_values)
@@ -191,7 +192,7 @@ def explain_by_value(launch: Launch, axes: list[Axis],
     sizes = dims | {v for k, v in _int_args(launch).items() if v >= 2 and not k.lower().startswith("stride")}
     best: dict[int, list[Explanation]] = {}
     for i, (_, left) in enumerate(axes):
-        if left < 2:
+        if left < 2 or i in fixed:
             continue
         others = {g for j, (_, g) in enumerate(axes) if j != i and g >= 2}
         found = _candidates(left, terms, dims, sizes, others)

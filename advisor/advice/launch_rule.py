@@ -19,17 +19,23 @@ every tensor dimension equal to S (or to cdiv(S, t)) follows, so the grid and th
 BLOCK_SIZE_M. What the names leave of an axis is then explained by values where one explanation is best
 (`advisor.advice.grid_values`: cdiv(M, BLOCK_ROW_SIZE) with M no spelling of ROW); axes nothing explains,
 or two explanations explain equally, keep their size (persistent grids, fixed batch axes), the latter
-with a note.
+with a note. An axis the kernel strides a loop by (`for i in range(pid * B, n, tl.num_programs(0) * B)`: a
+persistent grid, whose size the host picks, often the SM count) is kept as recorded for every config, before
+any name or value could explain it: a tile's value that happens to divide the work into as many programs
+(Liger's block RMS-norm backward: 2,112 rows / 16 = 132 = the H100's SMs) says nothing of how the host sizes
+it, and a grid that followed it left programs' partial sums unwritten (RESULTS 34c).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from pathlib import Path
 
 from advisor.advice.grid_values import explain_by_value
 from ceilings.launch import Config, Launch, TensorArg
@@ -192,8 +198,46 @@ def _resized(t: TensorArg, resize: dict[int, int]) -> TensorArg:
     return dataclasses.replace(t, shape=shape, stride=stride, values=None)
 
 
+def grid_stride_axes(launch: Launch) -> set[int]:
+    """The grid axes whose program count the kernel strides a `for` loop by: tl.num_programs(axis) in a
+    `range` step, directly or through a name assigned from it, in the kernel's own body."""
+    try:
+        tree = ast.parse(Path(launch.source).read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return set()
+    kernel = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == launch.kernel), None)
+    if kernel is None:
+        return set()
+
+    def axes_read(node: ast.AST, named: dict[str, set[int]]) -> set[int]:
+        found: set[int] = set()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in named:
+                found |= named[sub.id]
+            if isinstance(sub, ast.Call) and getattr(sub.func, "attr", getattr(sub.func, "id", "")) == "num_programs":
+                arg = sub.args[0] if sub.args else next((k.value for k in sub.keywords if k.arg == "axis"), None)
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
+                    found.add(arg.value)
+        return found
+
+    named: dict[str, set[int]] = {}
+    for node in ast.walk(kernel):  # names bound from the program count (NUM_SMS = tl.num_programs(0))
+        if isinstance(node, ast.Assign):
+            read = axes_read(node.value, named)
+            for target in node.targets:
+                if read and isinstance(target, ast.Name):
+                    named[target.id] = named.get(target.id, set()) | read
+    strided: set[int] = set()
+    for node in ast.walk(kernel):
+        if (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and len(node.iter.args) >= 3
+                and getattr(node.iter.func, "attr", getattr(node.iter.func, "id", "")) in ("range", "static_range")):
+            strided |= axes_read(node.iter.args[2], named)
+    return strided
+
+
 def launch_rule(launch: Launch) -> LaunchRule:
     """The launch rule of a recorded launch: which tiles divide which grid axis, and its padded sizes."""
+    persistent = {a for a in grid_stride_axes(launch) if a < len(launch.grid)}
     tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)]
     padded = padded_sizes(launch, {n for n, _ in tiles})
     inferred = [(p.tile, p.value) for p in padded]
@@ -201,7 +245,10 @@ def launch_rule(launch: Launch) -> LaunchRule:
     axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]] = []
     used: set[str] = set()
     current = launch.config
-    for size in launch.grid:
+    for axis, size in enumerate(launch.grid):
+        if axis in persistent:  # the host's choice, the same for every config
+            axes.append(([], size))
+            continue
         best = None
         free = [t for t in tiles if t[0] not in used]
         for r in range(len(free), 0, -1):
@@ -225,5 +272,7 @@ def launch_rule(launch: Launch) -> LaunchRule:
     padded = [p for p in padded if p.tile in used]
     # sizes the names explained: no value coincidence may explain another axis with them
     named_values = {dim(current) for combo, _ in axes for _, dim in combo}
-    axes, inferred, unsure = explain_by_value(launch, axes, named_values)
+    axes, inferred, unsure = explain_by_value(launch, axes, named_values, persistent)
+    inferred += [f"grid axis {a} ({launch.grid[a]} programs) kept as recorded for every config: the kernel strides "
+                 f"a loop by tl.num_programs({a}), so the host, not a tile, sizes it" for a in sorted(persistent)]
     return LaunchRule(launch, axes, padded, inferred, frozenset(unsure))
