@@ -248,3 +248,42 @@ def test_a_grid_the_kernel_strides_a_loop_by_is_kept_for_every_config(tmp_path):
     assert any("strides a loop by tl.num_programs(0)" in n for n in rule.notes())
     one_block = launch(ONE_BLOCK)  # the same numbers, one block per program: the grid follows the tile
     assert launch_rule(one_block).grid(one_block.config.replace(BLOCK_ROW=32)) == (66,)
+
+
+HIST_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bins_kernel(x_ptr, out_ptr, m, n, tiles_per_cta, TILE_N: tl.constexpr, BINS: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_n = pid // m
+    row = pid % m
+    span: tl.constexpr = TILE_N * tiles_per_cta
+    start = span * pid_n
+    acc = tl.zeros((BINS,), dtype=tl.int32)
+    for off in range(start, tl.minimum(start + span, n), TILE_N):
+        cols = off + tl.arange(0, TILE_N)
+        key = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0) & (BINS - 1)
+        acc += tl.histogram(key, BINS)
+    tl.atomic_add(out_ptr + row * BINS + tl.arange(0, BINS), acc)
+'''
+
+
+def test_a_tile_that_sets_a_programs_share_of_an_unexplained_axis_is_not_ranked(tmp_path):
+    """FlagGems' radix-sort histogram in this shape: grid m * cdiv(n, tiles_per_cta * TILE_N) = 64 * 16, which
+    no cdiv term of the numbers explains; keeping the grid at TILE_N 512 left half the columns uncounted
+    (RESULTS 34c). The tile scales the program id, so configs that change it are not ranked."""
+    path = tmp_path / "bins.py"
+    path.write_text(HIST_KERNEL)
+    launch = Launch(str(path), "bins_kernel", (1024,), (_t("x_ptr", 64, 128256), _t("out_ptr", 64, 16)),
+                    (("m", 64), ("n", 128256), ("tiles_per_cta", 8)), (),
+                    Config({"TILE_N": 1024, "BINS": 16}, 4, 3))
+    rule = launch_rule(launch)
+    assert "TILE_N" in (rule.unknown_grid(launch.config.replace(TILE_N=512)) or "")
+    # the bins stride a row's output by the program id too: not a share of work, but a change of layout the
+    # recorded launch does not tell either, so left unranked as well (conservative)
+    assert "BINS" in (rule.unknown_grid(launch.config.replace(BINS=32)) or "")
+    assert rule.unknown_grid(Config(launch.config.params, 8, 4)) is None  # warps and stages move no grid
+    assert any("scales a program id by BINS, TILE_N" in n for n in rule.notes())
