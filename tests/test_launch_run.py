@@ -75,3 +75,22 @@ def test_integer_tensors_get_the_contents_the_trace_recorded():
     assert t["index"].tolist() == [[5, 1], [0, 2], [7, 9]]
     assert t["count"].tolist() == [0, 0, 0, 0]  # nothing recorded: zeros, in bounds of anything
     assert t["inp"].abs().sum() > 0
+
+
+def test_the_warm_up_keeps_the_gpu_busy_for_its_time_in_doubling_batches():
+    # a fake GPU: each launch costs 0.1 ms of (simulated) wall time once synchronised
+    from advisor.measure.timing import warm_until
+
+    now, queued, syncs = [0.0], [0], []
+
+    def launch():
+        queued[0] += 1
+
+    def sync():
+        now[0] += queued[0] * 1e-4
+        syncs.append(queued[0])
+        queued[0] = 0
+
+    calls = warm_until(launch, sync, lambda: now[0], 0.05)
+    assert now[0] >= 0.05 and calls == sum(syncs) == 2 ** len(syncs) - 1  # 1, 2, 4, ... launches per batch
+    assert now[0] < 2 * 0.05 + 1e-9  # never more than about twice the time asked for

@@ -70,20 +70,47 @@ def check_output(out, ref, tol: float, what: str = "output") -> float:
     return err
 
 
+WARMUP_S = 0.05  # the GPU kept busy this long before a timing (do_bench warms for 25 ms)
+
+
+def warm_until(fn: Callable[[], object], sync: Callable[[], object], clock: Callable[[], float],
+               seconds: float) -> int:
+    """Call `fn` until `seconds` of wall time have passed, in batches that double, synchronising after each
+    (a batch of one slow launch, or thousands of microsecond ones, without syncing after each); the calls."""
+    start, calls, batch = clock(), 0, 1
+    while True:
+        for _ in range(batch):
+            fn()
+        calls += batch
+        sync()
+        if clock() - start >= seconds:
+            return calls
+        batch *= 2
+
+
 def time_launch(fn: Callable[[], object], *, mode: str = GRAPH, launches_per_graph: int = 10,
-                replays: int = 20, warmup: int = 3, flush_bytes: int = 256 << 20) -> Timing:
+                replays: int = 20, warmup: int = 3, flush_bytes: int = 256 << 20,
+                warmup_s: float = WARMUP_S) -> Timing:
     """Median time of one call of `fn`, a function that enqueues GPU work and returns without syncing.
 
+    First `warmup` calls and then calls for `warmup_s` seconds: a GPU left idle (while the advisor compiles
+    the next config) drops its clock, and three microsecond launches do not raise it again. The likely
+    cause, not yet checked on a GPU, of `suggest --measure` timing a 1.4 us launch first at 16.3 us where
+    the advice check, timing back to back, read 1.41 us (RESULTS 34c).
     GRAPH: capture `launches_per_graph` calls in one CUDA graph, replay it once to warm, then time
     `replays` replays with CUDA events; per-launch time = replay time / launches_per_graph.
     FLUSH: before each of `replays` calls, overwrite a buffer larger than L2, then time the call alone.
     """
+    import time
+
     if replays < 20:
         raise AdvisorError(f"replays={replays}: at least 20 replays are needed for a stable median")
     torch = _require_cuda()
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    if warmup_s > 0:
+        warm_until(fn, torch.cuda.synchronize, time.perf_counter, warmup_s)
 
     samples: list[float] = []
     if mode == GRAPH:
