@@ -68,11 +68,12 @@ def test_a_warm_search_starts_no_workers_and_a_cold_one_reports_progress(cold_ca
     subjects = subjects_for(str(VECTOR_ADD), call=ADD_CALL)
     events = []
     (cold,) = advise(subjects, top_k=2, progress=lambda *e: events.append(e))
-    # The current config is compiled first, in the process, for its precheck (the kernel's own shared bytes);
-    # every other config of the space once, in batches each reported from 0 to its total.
+    # The current config is compiled first for its precheck (the kernel's own shared bytes), in a worker so
+    # that the compile limit holds for it too; every config of the space once, in batches each reported
+    # from 0 to its total.
     starts = [total for done, total, _ in events if done == 0]
     assert starts and events[-1][0] == events[-1][1]
-    assert sum(starts) == len(cold.subject.space()) - 1
+    assert sum(starts) == len(cold.subject.space()) and cold.subject.current in cold.subject.space()
     compile_pool.stop()
     warm = []
     (again,) = advise(subjects_for(str(VECTOR_ADD), call=ADD_CALL), top_k=2, progress=lambda *e: warm.append(e))
@@ -180,6 +181,11 @@ def test_a_compile_past_the_limit_is_stopped_and_then_refused_at_once(cold_cache
     with pytest.raises(AdvisorError, match=f"within 10 s and was stopped; set {COMPILE_LIMIT_ENV} above 10"):
         compile_launch(slow, 90)
     assert time.time() - began < 5  # refused from the marker, not compiled again
+    # one compile alone (a launch's own config) goes to a worker too when supervised, so the limit holds
+    began = time.time()
+    alone = launch(512, 1000)
+    assert "within 10 s and was stopped" in compile_pool.compile_ahead([alone], 90, supervised=True)[alone]
+    assert time.time() - began < 40
     monkeypatch.setenv(COMPILE_LIMIT_ENV, "600")  # a longer wait asked for: tried again
     assert compile_launch(slow, 90, cached_only=True) is None
     monkeypatch.setenv(COMPILE_LIMIT_ENV, "soon")

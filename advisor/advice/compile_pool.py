@@ -148,10 +148,12 @@ def _stalled_workers(pool: ProcessPoolExecutor, limit_s: float) -> list[dict]:
 
 
 def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int | None = None,
-                  retry: bool = True) -> dict[Launch, str]:
+                  retry: bool = True, supervised: bool = False) -> dict[Launch, str]:
     """Compile the launches that the compile cache lacks, in parallel; returns the ones that failed with why.
     A compile past `ceilings.compile_limit.compile_limit_s()` is stopped (its worker killed) and refused from then
-    on; the other compiles that the killed pool lost are run once more (`retry`).
+    on; the other compiles that the killed pool lost are run once more (`retry`). `supervised`: even one
+    compile goes to a worker, so that the limit holds for it (the pool, once started, serves the search too),
+    unless TRITON_ADVISOR_WORKERS=1 asks for compiles in this process.
 
     `fn`: the launches' JIT function, already loaded (to look the cache up without loading the file
     again). One missing launch, or one core, compiles in this process: a worker's start (importing
@@ -179,10 +181,11 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
     if workers is None and os.environ.get("TRITON_ADVISOR_WORKERS", "").strip():
         workers = cores()
     workers = min(workers or min(cores(), MAX_WORKERS, total // COMPILES_PER_WORKER), total)
-    if workers <= 1:
+    asked_here = os.environ.get("TRITON_ADVISOR_WORKERS", "").strip() == "1"
+    if workers <= 1 and (not supervised or asked_here):
         return _compile_here(missing, arch, fn, progress, what)
     try:
-        pool = _get_pool(workers)
+        pool = _get_pool(workers if workers > 1 else max(_pool_workers, min(cores(), MAX_WORKERS)))
         futures = {pool.submit(_compile, launch.to_dict(), arch): launch for launch in missing}
     except (OSError, ValueError):
         # Spawning needs real file descriptors for the child's standard streams; a host that replaced them

@@ -321,10 +321,13 @@ class LaunchSubject(Subject):
         return tile_precheck(config, self.spec, self.operand_bytes)
 
     def _compile(self, config: Config):
+        from advisor.advice.compile_pool import compile_ahead
         from ceilings.compile import compile_launch
 
         if config not in self._compiled:
-            self._compiled[config] = compile_launch(self.launch_for(config), self.spec.arch, fn=self.fn)
+            launch = self.launch_for(config)
+            compile_ahead([launch], self.spec.arch, self.fn, supervised=True)  # in a worker: the compile limit holds
+            self._compiled[config] = compile_launch(launch, self.spec.arch, fn=self.fn)
         return self._compiled[config]
 
     def compile_problems(self, configs: Sequence[Config]) -> dict[Config, str]:
