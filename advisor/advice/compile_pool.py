@@ -76,6 +76,8 @@ def _init_worker() -> None:
     import ceilings.compile_limit
 
     ceilings.compile_limit.report_compiling = True  # so that a compile past the limit can be found and stopped
+    # a note left under this pid by a killed worker of an earlier pool is not this worker's compile
+    (ceilings.compile_limit.compiling_dir() / str(os.getpid())).unlink(missing_ok=True)
 
 
 def _compile(launch: dict, arch: int) -> str | None:
@@ -231,7 +233,7 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
                 failed[launch] = str(exc)
         for launch in lost:
             del failed[launch]
-        failed.update(compile_ahead(lost, arch, fn, workers, retry=False))
+        failed.update(compile_ahead(lost, arch, fn, workers, retry=False, supervised=True))
     return failed
 
 
