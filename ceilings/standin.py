@@ -197,20 +197,25 @@ def _cuda_answers(spec) -> dict:
 # ----------------------------------------------------------------------------------------------
 # The vendor's tool: nvidia-smi answers for the stand-in GPU.
 # ----------------------------------------------------------------------------------------------
-def _program(args) -> str:
+def _words(args) -> list[str]:
+    """A command as subprocess.run takes it (a string, bytes, or a sequence) as its words."""
     import shlex
 
-    if isinstance(args, str | bytes):
-        args = shlex.split(args.decode() if isinstance(args, bytes) else args) or [""]
-    return str(args[0]).replace("\\", "/").rsplit("/", 1)[-1] if args else ""
+    if isinstance(args, bytes):
+        args = args.decode()
+    return shlex.split(args) if isinstance(args, str) else [a.decode() if isinstance(a, bytes) else str(a)
+                                                            for a in args]
+
+
+def _program(args) -> str:
+    words = _words(args)
+    return words[0].replace("\\", "/").rsplit("/", 1)[-1] if words else ""
 
 
 def _smi_output(args, spec) -> str:
     """What `nvidia-smi` prints for the stand-in GPU: the queried fields (`--query-gpu=a,b`), else the
     one-line listing of `nvidia-smi -L`."""
-    import shlex
-
-    words = shlex.split(args) if isinstance(args, str) else [str(a) for a in args]
+    words = _words(args)
     major, minor = divmod(spec.arch, 10)
     query = next((w.split("=", 1)[1] for w in words if w.startswith("--query-gpu=")), None)
     if query is None:

@@ -150,10 +150,11 @@ def _stalled_workers(pool: ProcessPoolExecutor, limit_s: float) -> list[dict]:
 
 
 def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int | None = None,
-                  retry: bool = True, supervised: bool = False) -> dict[Launch, str]:
+                  supervised: bool = False) -> dict[Launch, str]:
     """Compile the launches that the compile cache lacks, in parallel; returns the ones that failed with why.
     A compile past `ceilings.compile_limit.compile_limit_s()` is stopped (its worker killed) and refused from then
-    on; the other compiles that the killed pool lost are run once more (`retry`). `supervised`: even one
+    on; the other compiles that the killed pool lost are run again in a new pool, as long as a round stops one
+    (each such round marks at least one more, so the rounds end), never in this process. `supervised`: even one
     compile goes to a worker, so that the limit holds for it (the pool, once started, serves the search too),
     unless TRITON_ADVISOR_WORKERS=1 asks for compiles in this process.
 
@@ -180,11 +181,11 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
     # two compiles, so each worker must have at least COMPILES_PER_WORKER compiles to gain anything
     # (RESULTS 11: 4 compiles on 2 cores took 20.3 s through 2 workers, 14.0 s in the process).
     # Workers asked for (the argument or TRITON_ADVISOR_WORKERS) are started as asked.
-    if workers is None and os.environ.get("TRITON_ADVISOR_WORKERS", "").strip():
+    asked = os.environ.get("TRITON_ADVISOR_WORKERS", "").strip()
+    if workers is None and asked:
         workers = cores()
     workers = min(workers or min(cores(), MAX_WORKERS, total // COMPILES_PER_WORKER), total)
-    asked_here = os.environ.get("TRITON_ADVISOR_WORKERS", "").strip() == "1"
-    if workers <= 1 and (not supervised or asked_here):
+    if workers <= 1 and (not supervised or asked == "1"):
         return _compile_here(missing, arch, fn, progress, what)
     try:
         pool = _get_pool(workers if workers > 1 else max(_pool_workers, min(cores(), MAX_WORKERS)))
@@ -221,7 +222,7 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
         raise
     if broken:
         stop()
-    if stalled and retry:  # the compiles the killed worker's pool lost, once more in a new pool
+    if stalled:  # the compiles the killed worker's pool lost, again in a new pool
         from ceilings.compile import compile_launch
 
         lost = []
@@ -233,7 +234,7 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
                 failed[launch] = str(exc)
         for launch in lost:
             del failed[launch]
-        failed.update(compile_ahead(lost, arch, fn, workers, retry=False, supervised=True))
+        failed.update(compile_ahead(lost, arch, fn, workers, supervised=True))
     return failed
 
 

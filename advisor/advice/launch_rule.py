@@ -213,19 +213,21 @@ def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+def _callee(call: ast.Call) -> str:
+    """`f` of `f(...)` or `tl.f(...)`."""
+    return getattr(call.func, "attr", getattr(call.func, "id", ""))
+
+
 def _calls(node: ast.AST, what: str) -> bool:
-    return any(isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == what
-               for n in ast.walk(node))
+    return any(isinstance(n, ast.Call) and _callee(n) == what for n in ast.walk(node))
 
 
-def pid_scaled_tiles(launch: Launch) -> set[str]:
-    """The config's parameters that the kernel multiplies a program id by (cta_start = pid * TILE_N *
-    tiles_per_cta), directly or through names assigned from them: each sets how much work one program
-    covers, so the grid follows it, whether or not the recorded launch's numbers tell how."""
-    kernel = _kernel_def(launch)
+def pid_scaled_tiles(kernel: ast.FunctionDef | None, params: set[str]) -> set[str]:
+    """The config's parameters (`params`) that the kernel multiplies a program id by (cta_start = pid *
+    TILE_N * tiles_per_cta), directly or through names assigned from them: each sets how much work one
+    program covers, so the grid follows it, whether or not the recorded launch's numbers tell how."""
     if kernel is None:
         return set()
-    params = set(launch.config.params)
     tiles = {p: {p} for p in params}  # name -> the parameters it carries
     pids: set[str] = set()
     assigns = [(n.targets, n.value) for n in ast.walk(kernel) if isinstance(n, ast.Assign)]
@@ -251,10 +253,9 @@ def pid_scaled_tiles(launch: Launch) -> set[str]:
     return scaled
 
 
-def grid_stride_axes(launch: Launch) -> set[int]:
+def grid_stride_axes(kernel: ast.FunctionDef | None) -> set[int]:
     """The grid axes whose program count the kernel strides a `for` loop by: tl.num_programs(axis) in a
     `range` step, directly or through a name assigned from it, in the kernel's own body."""
-    kernel = _kernel_def(launch)
     if kernel is None:
         return set()
 
@@ -263,7 +264,7 @@ def grid_stride_axes(launch: Launch) -> set[int]:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and sub.id in named:
                 found |= named[sub.id]
-            if isinstance(sub, ast.Call) and getattr(sub.func, "attr", getattr(sub.func, "id", "")) == "num_programs":
+            if isinstance(sub, ast.Call) and _callee(sub) == "num_programs":
                 arg = sub.args[0] if sub.args else next((k.value for k in sub.keywords if k.arg == "axis"), None)
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
                     found.add(arg.value)
@@ -279,14 +280,15 @@ def grid_stride_axes(launch: Launch) -> set[int]:
     strided: set[int] = set()
     for node in ast.walk(kernel):
         if (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and len(node.iter.args) >= 3
-                and getattr(node.iter.func, "attr", getattr(node.iter.func, "id", "")) in ("range", "static_range")):
+                and _callee(node.iter) in ("range", "static_range")):
             strided |= axes_read(node.iter.args[2], named)
     return strided
 
 
 def launch_rule(launch: Launch) -> LaunchRule:
     """The launch rule of a recorded launch: which tiles divide which grid axis, and its padded sizes."""
-    persistent = {a for a in grid_stride_axes(launch) if a < len(launch.grid)}
+    kernel = _kernel_def(launch)  # the source, parsed once for both of its questions
+    persistent = {a for a in grid_stride_axes(kernel) if a < len(launch.grid)}
     tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)]
     padded = padded_sizes(launch, {n for n, _ in tiles})
     inferred = [(p.tile, p.value) for p in padded]
@@ -327,7 +329,7 @@ def launch_rule(launch: Launch) -> LaunchRule:
     # configs are not ranked, as for a tie (RESULTS 34c: TILE_N 1024 -> 512 left half the rows uncounted).
     unexplained = [i for i, (combo, size) in enumerate(axes) if not combo and size >= 2 and i not in persistent]
     explained = {name for combo, _ in axes for name, _ in combo}
-    moving = (pid_scaled_tiles(launch) - explained - set(unsure)) if unexplained else set()
+    moving = (pid_scaled_tiles(kernel, set(current.params)) - explained - set(unsure)) if unexplained else set()
     if moving:
         unsure = set(unsure) | moving
         inferred.append(f"grid axis {', '.join(map(str, unexplained))} kept as recorded: no tile explains it, "

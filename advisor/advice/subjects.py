@@ -320,27 +320,32 @@ class LaunchSubject(Subject):
             return tile_precheck(config, self.spec, None)
         return tile_precheck(config, self.spec, self.operand_bytes)
 
-    def _compile(self, config: Config):
-        from advisor.advice.compile_pool import compile_ahead
+    def _compile(self, config: Config, ahead: bool = True):
+        """The config's compile; `ahead`: a miss of the compile cache goes to a worker first, where the
+        compile limit holds (False: `_compile_batch` has just tried it there)."""
         from ceilings.compile import compile_launch
 
         if config not in self._compiled:
-            launch = self.launch_for(config)
-            compile_ahead([launch], self.spec.arch, self.fn, supervised=True)  # in a worker: the compile limit holds
-            self._compiled[config] = compile_launch(launch, self.spec.arch, fn=self.fn)
+            if ahead:
+                self._compile_batch([config])
+            self._compiled[config] = compile_launch(self.launch_for(config), self.spec.arch, fn=self.fn)
         return self._compiled[config]
 
-    def compile_problems(self, configs: Sequence[Config]) -> dict[Config, str]:
+    def _compile_batch(self, configs: Sequence[Config]) -> None:
+        """The configs not compiled yet, in parallel workers, each within the compile limit."""
         from advisor.advice.compile_pool import compile_ahead
 
         compile_ahead([self.launch_for(c) for c in configs if c not in self._ceilings and c not in self._compiled],
-                      self.spec.arch, self.fn)
+                      self.spec.arch, self.fn, supervised=True)
+
+    def compile_problems(self, configs: Sequence[Config]) -> dict[Config, str]:
         from ceilings.compile_limit import COMPILE_LIMIT_ENV, CompileStalled
 
+        self._compile_batch(configs)
         problems = {}
         for c in configs:
             try:
-                self._compile(c)
+                self._compile(c, ahead=False)
             except CompileStalled as exc:
                 problems[c] = f"its compile ran past the {exc.limit_s:.0f} s limit ({COMPILE_LIMIT_ENV})"
             except AdvisorError as exc:
@@ -348,14 +353,12 @@ class LaunchSubject(Subject):
         return problems
 
     def ceilings(self, configs: Sequence[Config]) -> list[Ceiling]:
-        from advisor.advice.compile_pool import compile_ahead
         from ceilings.demand import generic_demand
 
-        compile_ahead([self.launch_for(c) for c in configs if c not in self._ceilings and c not in self._compiled],
-                      self.spec.arch, self.fn)
+        self._compile_batch(configs)
         for c in configs:
             if c not in self._ceilings:
-                demand = generic_demand(self.launch_for(c), self._compile(c), self.spec.arch)
+                demand = generic_demand(self.launch_for(c), self._compile(c, ahead=False), self.spec.arch)
                 self._ceilings[c] = roofline(demand, self.gpu.rates, c.to_dict())
         return [self._ceilings[c] for c in configs]
 

@@ -611,7 +611,7 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
     """Step 1 and 2 overlapped: each launch's `suggest` (no measurement), then its `suggest --measure 4`
     (at most `measure_jobs` at once: they time on the GPU) and the compiles of its variants (CPU); then the
     timing process alone on the GPU, with what is left of `budget` seconds. Each `suggest` run is stopped
-    after `suggest_limit` s; none starts after TIMING_RESERVE s before the budget's end. `resume`: a cut
+    after `suggest_limit` s; none starts after `timing_reserve` s before the budget's end. `resume`: a cut
     run's output folder (its files carried in): its finished `suggest` runs and timed launches are kept,
     the rest run here (a launch timed there is not timed again); with `remeasure`, its `--measure` runs that
     shared the GPU run again too, launches still untimed first (`resumed`, `untimed_picks`)."""
