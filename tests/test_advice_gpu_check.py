@@ -62,12 +62,39 @@ def test_a_launch_whose_new_choice_was_never_timed_is_timed_again_whole():
         return {"launch_id": lid, "config": json.dumps(cfg), "roles": roles}
 
     timings = [timing("a", {"B": 64}, "own"), timing("a", {"B": 128, "EVEN_K": True}), timing("b", {"B": 64}, "own"),
-               timing("b", {"B": 256}, "own-repeat")]
+               timing("b", {"B": 256}, "own-repeat"), timing("d", {"B": 64}, "own")]
     rows = [{"launch_id": "a", "measure": 4, "best": {"config": {"B": 128}}},   # timed, with a heuristic's constexpr
-            {"launch_id": "b", "measure": 0, "best": {"config": {"B": 512}}},   # no measurement: not its business
+            {"launch_id": "a", "measure": 0, "best": {"config": {"B": 64}}},    # its own: timed
             {"launch_id": "b", "measure": 4, "best": {"config": {"B": 256}}},   # only as the repeat's config: not timed
-            {"launch_id": "c", "measure": 4, "best": {"config": {"B": 32}}}]    # never timed: the timing process's
-    assert gpu_check.untimed_picks(rows, timings) == {"b"}
+            {"launch_id": "c", "measure": 4, "best": {"config": {"B": 32}}},    # never timed: the timing process's
+            {"launch_id": "d", "measure": 0, "best": {"config": {"B": 128}}}]   # a suggestion without timings, untimed
+    assert gpu_check.untimed_picks(rows, timings) == {"b", "d"}
+
+
+def test_redo_runs_again_both_suggest_runs_of_the_launches_named(tmp_path):
+    rows = [{"launch_id": "a", "measure": 0, "rc": 0}, {"launch_id": "a", "measure": 4, "rc": 0, "measure_jobs": 1},
+            {"launch_id": "b", "measure": 0, "rc": 1}, {"launch_id": "b", "measure": 4, "rc": 0, "measure_jobs": 1}]
+    (tmp_path / "advice_gpu_suggest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept = gpu_check.resumed(tmp_path, redo={"a"})[0]
+    assert [(r["launch_id"], r["measure"]) for r in kept] == [("b", 0), ("b", 4)]
+
+
+def test_an_autotuned_launch_travels_with_its_autotune_group_as_record_writes_it():
+    """Each other config of the captured list, with the grid and constexprs the library's host code gave it,
+    after the launch itself; a launch without a list travels alone."""
+    entry = {"source": "k.py", "kernel": "k", "grid": [8], "tensors": [], "scalars": {"n": 1024},
+             "constexprs": {"EVEN": True}, "config": {"BLOCK": 128, "HEAD": 64, "num_warps": 4, "num_stages": 2}}
+    listed = [{"config": {"BLOCK": 128, "num_warps": 4, "num_stages": 2}, "grid": [8, 1, 1],
+               "constexprs": {"EVEN": True, "HEAD": 64}},
+              {"config": {"BLOCK": 256, "EVEN": False, "num_warps": 8, "num_stages": 2}, "grid": [5, 1, 1],
+               "constexprs": {"HEAD": 64}}]   # a grid no rule gives (not cdiv(1024, 256)); EVEN set by the list
+    case = gpu_check.Case("lib", 0, entry, {"variants": listed})
+    own, other = gpu_check.with_autotune_group(case)
+    assert own is entry
+    assert other["grid"] == [5] and other["constexprs"] == {"EVEN": False} and other["count"] == 1
+    # the host's HEAD kept; EVEN filed under constexprs, as the recorded launch files it
+    assert other["config"] == {"BLOCK": 256, "HEAD": 64, "num_warps": 8, "num_stages": 2}
+    assert gpu_check.with_autotune_group(gpu_check.Case("lib", 0, entry, {})) == [entry]
 
 
 def test_a_stopped_run_leaves_no_child_process_behind(tmp_path):

@@ -141,10 +141,31 @@ def test_record_autotune_records_the_chosen_config_not_the_benchmarks(tmp_path):
     prog.write_text(AUTOTUNE_PROGRAM)
     result = record(["python3", str(prog)], tmp_path / "tuned.json")
     assert result.returncode == 0
-    (launch, line, count), = result.trace.entries()
+    (launch, line, count), (other, _, other_count) = result.trace.entries()
     assert (launch.kernel, line, count) == ("bump", _def_line(prog, "bump"), 2)
     assert launch.config == Config({"BLOCK": 32}, num_warps=8, num_stages=2)
     assert launch.grid == (2,) and dict(launch.constexprs) == {"OUT": "float32"}
+    # the config it did not choose: the launch the host's grid function gives it, probed once, never run
+    assert other.config == Config({"BLOCK": 16}, num_warps=2, num_stages=1)
+    assert (other.grid, other_count, dict(other.constexprs)) == ((4,), 1, {"OUT": "float32"})
+    assert result.trace.meta["autotune_groups"] == [[0, 1]]
+
+
+def test_suggest_ranks_a_recorded_autotune_group_on_the_host_grids(tmp_path):
+    """A GPU recording's autotune group is the subject's space, each config on the grid the host code gave
+    it, not the launch rule's guess: 96 // BLOCK programs is no grid the rule can explain from the launch."""
+    from advisor.advice.suggest import trace_subjects
+
+    prog = tmp_path / "tuned.py"
+    prog.write_text(AUTOTUNE_PROGRAM.replace('triton.cdiv(64, meta["BLOCK"])', '96 // meta["BLOCK"]'))
+    result = record(["python3", str(prog)], tmp_path / "tuned.json")
+    (subject,) = trace_subjects(tmp_path / "tuned.json")
+    small = Config({"BLOCK": 16}, num_warps=2, num_stages=1)
+    assert subject.current == Config({"BLOCK": 32}, num_warps=8, num_stages=2)
+    assert set(subject.space()) == {subject.current, small}
+    assert subject.launch_for(small).grid == (6,) and subject.precheck(small) is None
+    assert subject.rule(small).grid == (3,)  # what the rule alone would have run it on
+    assert result.trace.meta["autotune_groups"] == [[0, 1]]
 
 
 ROUTING_PROGRAM = _DEVICE + textwrap.dedent("""

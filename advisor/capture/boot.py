@@ -23,7 +23,12 @@ Two capture paths, each catching the launches the other cannot see:
 
 `@triton.autotune`: `Autotuner.run` is wrapped to make the names its configs set count as tunable,
 and `Autotuner._bench` to leave out its benchmark launches, so only the launch with the chosen
-config is recorded. The launches, deduplicated with a count, are written to OUT.json at exit.
+config is recorded. The first time a chosen launch is seen, the launch every other config of the
+autotuner's (pruned) list would make is recorded beside it as an autotune group (docs/trace.md):
+the kernel's `run` is called again per config with a probe on, which evaluates the grid function
+and the heuristics and returns before anything is compiled or launched, so the advisor ranks each
+config on the grid the host code gives it instead of one inferred. The launches, deduplicated with
+a count, are written to OUT.json at exit.
 
 On both paths an integer tensor argument of at most 64 KiB keeps its contents (`values`: routing
 tables, offsets, counts), read as the launch starts, so the generic ceiling can evaluate control flow
@@ -66,6 +71,11 @@ class _Recorder:
         self.local = threading.local()       # .bench (autotuner benchmarking depth), .tunable (list of sets)
         self.paths: list[str] = []
         self._kernel_info: dict = {}
+        self.groups: list[list[str]] = []      # record keys of each autotuned launch and its alternatives
+        self.grouped: set[str] = set()         # chosen launches whose alternatives were probed
+
+    def probing(self) -> bool:
+        return getattr(self.local, "probes", None) is not None
 
     # --- state kept per thread -------------------------------------------------------------
     def benchmarking(self) -> bool:
@@ -78,7 +88,7 @@ class _Recorder:
         return names
 
     # --- one launch --------------------------------------------------------------------------
-    def add(self, record: dict) -> None:
+    def add(self, record: dict) -> str:
         key = json.dumps(record, sort_keys=True, default=str)
         with self.lock:
             entry = self.entries.get(key)
@@ -86,6 +96,14 @@ class _Recorder:
                 self.entries[key] = [record, 1]
             else:
                 entry[1] += 1
+        self.local.last_key = key
+        return key
+
+    def indexed_groups(self, keys: list[str]) -> list[list[int]]:
+        """The autotune groups as indices into the launches (in `keys` order), groups of one left out."""
+        index = {key: i for i, key in enumerate(keys)}
+        groups = [[index[k] for k in dict.fromkeys(group) if k in index] for group in self.groups]
+        return [g for g in groups if len(g) > 1]
 
     def failed(self, exc: BaseException) -> None:
         with self.lock:
@@ -103,7 +121,11 @@ class _Recorder:
         return info
 
     def launch(self, py_fn, constexpr_names, grid, arguments: dict, num_warps, num_stages) -> None:
-        self.add(self.record_of(py_fn, constexpr_names, grid, arguments, num_warps, num_stages))
+        record = self.record_of(py_fn, constexpr_names, grid, arguments, num_warps, num_stages)
+        if self.probing():  # a config's launch for its autotune group: kept aside, nothing runs
+            self.local.probes.append(record)
+        else:
+            self.add(record)
 
     def record_of(self, py_fn, constexpr_names, grid, arguments: dict, num_warps, num_stages) -> dict:
         """One launch as a trace entry (docs/trace.md)."""
@@ -118,7 +140,7 @@ class _Recorder:
                 else:
                     consts[arg] = value
             else:
-                _argument(arg, value, tensors, scalars)
+                _argument(arg, value, tensors, scalars, keep_values=not self.probing())
         config["num_warps"] = int(num_warps) if num_warps else _DEFAULT_WARPS
         config["num_stages"] = int(num_stages) if num_stages is not None else _DEFAULT_STAGES
         grid = [int(g) for g in grid]
@@ -128,10 +150,14 @@ class _Recorder:
     # --- the capture file --------------------------------------------------------------------
     def flush(self) -> None:
         with self.lock:
+            keys = list(self.entries)
             launches = [dict(record, count=count) for record, count in self.entries.values()]
             errors, first = self.errors, self.first_error
         data = {"gpu": _gpu_name(), "launches": launches, "capture_errors": errors, "first_capture_error": first,
                 "capture_paths": self.paths}
+        groups = self.indexed_groups(keys)
+        if groups:
+            data["autotune_groups"] = groups
         tmp = f"{self.out}.{os.getpid()}.tmp"
         with open(tmp, "w") as fh:
             json.dump(data, fh, default=str)
@@ -201,8 +227,9 @@ def _constexpr(value):
     return getattr(inner, "__name__", None) or repr(value)
 
 
-def _argument(name: str, value, tensors: list, scalars: dict) -> None:
-    """Sort one runtime argument into the tensors or the scalars; other objects are left out."""
+def _argument(name: str, value, tensors: list, scalars: dict, keep_values: bool = True) -> None:
+    """Sort one runtime argument into the tensors or the scalars; other objects are left out.
+    `keep_values`: read a small integer tensor's contents (not for a probe: it takes the launch's)."""
     if all(hasattr(value, a) for a in ("base", "shape", "strides", "block_shape")):  # a TMA tensor descriptor
         tensors.append({"name": name, "shape": [int(s) for s in value.shape],
                         "dtype": _dtype_name(value.base.dtype), "stride": [int(s) for s in value.strides],
@@ -210,7 +237,7 @@ def _argument(name: str, value, tensors: list, scalars: dict) -> None:
     elif hasattr(value, "data_ptr") and hasattr(value, "shape") and hasattr(value, "stride"):
         tensor = {"name": name, "shape": [int(s) for s in value.shape], "dtype": _dtype_name(value.dtype),
                   "stride": [int(s) for s in value.stride()]}
-        contents = _small_integer_values(value, tensor["dtype"])
+        contents = _small_integer_values(value, tensor["dtype"]) if keep_values else None
         if contents is not None:
             tensor["values"] = contents
         tensors.append(tensor)
@@ -218,7 +245,7 @@ def _argument(name: str, value, tensors: list, scalars: dict) -> None:
         scalars[name] = value
     elif isinstance(value, tuple | list):
         for i, item in enumerate(value):
-            _argument(f"{name}[{i}]", item, tensors, scalars)
+            _argument(f"{name}[{i}]", item, tensors, scalars, keep_values)
     elif getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a numpy scalar
         scalars[name] = value.item()
     elif type(value).__name__ == "constexpr":
@@ -261,6 +288,9 @@ def _install_interpreter(rec: _Recorder) -> bool:
     original = InterpretedFunction.run
 
     def run(self, *args, grid, warmup, **kwargs):
+        if rec.probing() and not warmup:  # an autotune config's launch: recorded aside, nothing run
+            _capture_interpreted(rec, self, args, kwargs, grid)
+            return None
         if not warmup and not rec.benchmarking():
             try:
                 _capture_interpreted(rec, self, args, kwargs, grid)
@@ -274,16 +304,21 @@ def _install_interpreter(rec: _Recorder) -> bool:
 
 
 def _capture_interpreted(rec: _Recorder, interpreted, args, kwargs, grid) -> None:
-    py_fn = interpreted.fn
+    signature = inspect.signature(interpreted.fn)
+    _capture_bound(rec, interpreted.fn, lambda: [p.name for p in signature.parameters.values()
+                                                 if _is_constexpr_annotation(p.annotation)], args, kwargs, grid)
+
+
+def _capture_bound(rec: _Recorder, py_fn, constexpr_names, args, kwargs, grid) -> None:
+    """Record a launch from the kernel's `run` arguments: bound to its parameters, the grid function
+    evaluated on them, num_warps / num_stages as given."""
     signature = inspect.signature(py_fn)
     bound = signature.bind(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
     bound.apply_defaults()
     arguments = dict(bound.arguments)
     if callable(grid):
         grid = grid(dict(arguments))
-    rec.launch(py_fn, lambda: [p.name for p in signature.parameters.values()
-                               if _is_constexpr_annotation(p.annotation)],
-               tuple(grid), arguments, kwargs.get("num_warps"), kwargs.get("num_stages"))
+    rec.launch(py_fn, constexpr_names, tuple(grid), arguments, kwargs.get("num_warps"), kwargs.get("num_stages"))
 
 
 def _install_hooks(rec: _Recorder) -> bool:
@@ -359,15 +394,25 @@ def _install_autotune(rec: _Recorder) -> bool:
     except Exception:
         return False
     original_run, original_bench = Autotuner.run, Autotuner._bench
+    _install_probe(rec)
 
     def run(self, *args, **kwargs):
+        if rec.probing():
+            return original_run(self, *args, **kwargs)
         names = set()
         for config in getattr(self, "configs", None) or ():
             names |= set(getattr(config, "kwargs", {}) or {})
         stack = rec.local.__dict__.setdefault("tunable", [])
         stack.append(names)
+        rec.local.last_key = None
         try:
-            return original_run(self, *args, **kwargs)
+            result = original_run(self, *args, **kwargs)
+            chosen = rec.local.last_key  # the launch the autotuner made with the config it chose
+            if chosen is not None and chosen not in rec.grouped and not rec.benchmarking():
+                rec.grouped.add(chosen)
+                with contextlib.suppress(Exception):  # no group: the advisor infers the other grids instead
+                    _record_alternatives(rec, self, args, kwargs, chosen)
+            return result
         finally:
             stack.pop()
 
@@ -381,6 +426,63 @@ def _install_autotune(rec: _Recorder) -> bool:
     run.__wrapped__, _bench.__wrapped__ = original_run, original_bench
     Autotuner.run, Autotuner._bench = run, _bench
     return True
+
+
+def _install_probe(rec: _Recorder) -> bool:
+    """The compiled path's `JITFunction.run` answers a probe (`_record_alternatives`) with the launch it
+    would make, before it compiles or launches anything."""
+    try:
+        from triton.runtime.jit import JITFunction
+    except Exception:
+        return False
+    original = JITFunction.run
+
+    def run(self, *args, grid, warmup, **kwargs):
+        if rec.probing() and not warmup:
+            params = self.params
+            _capture_bound(rec, self.fn, lambda: [p.name for p in params if p.is_constexpr], args, kwargs, grid)
+            return None
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    run.__wrapped__ = original
+    JITFunction.run = run
+    return True
+
+
+def _record_alternatives(rec: _Recorder, tuner, args, kwargs, chosen: str) -> None:
+    """Record, as the chosen launch's autotune group, the launch each other config of the tuner's list
+    (pruned as the tuner prunes it) would make: the tuner's `fn.run` per config with the probe on, so
+    heuristics and the grid function see the config. A config's `pre_hook` does not run (on real data
+    it may zero an output). Integer contents are the chosen launch's, read as it started."""
+    configs = list(getattr(tuner, "configs", None) or ())
+    if len(configs) < 2:
+        return
+    rec.local.probes = []
+    try:
+        tuner.nargs = dict(zip(tuner.arg_names, args, strict=False))
+        with contextlib.suppress(Exception):  # a pruning rule that needs more than a probe gives: the list
+            configs = list(tuner.prune_configs(kwargs))
+        for config in configs:
+            with contextlib.suppress(Exception):  # a config whose launch cannot be probed stays out of the group
+                tuner.fn.run(*args, **{**kwargs, **config.all_kwargs()})
+        probes = rec.local.probes
+    finally:
+        rec.local.probes = None
+        tuner.nargs = None
+    with rec.lock:
+        first = rec.entries[chosen][0]
+    values = {t["name"]: t["values"] for t in first["tensors"] if "values" in t}
+    keys = [chosen]
+    for record in probes:
+        if record["config"] == first["config"]:
+            continue
+        for tensor in record["tensors"]:
+            if tensor["name"] in values:
+                tensor["values"] = values[tensor["name"]]
+        keys.append(rec.add(record))
+    if len(keys) > 1:
+        with rec.lock:
+            rec.groups.append(keys)
 
 
 def install(out: str) -> _Recorder:

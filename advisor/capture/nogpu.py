@@ -45,13 +45,13 @@ class NoGPURecorder(boot._Recorder):  # the same records and dedupe as a GPU rec
     def __init__(self, out: str, gpu: str):
         super().__init__(out)
         self.gpu = gpu
-        self.groups: list[list[str]] = []      # record keys of each autotuned call's launches
-        self._open: list[str] | None = None
+        self._open: list[str] | None = None    # record keys of the autotuned call being captured
 
-    def add(self, record: dict) -> None:
-        super().add(record)
+    def add(self, record: dict) -> str:
+        key = super().add(record)
         if self._open is not None:
-            self._open.append(json.dumps(record, sort_keys=True, default=str))
+            self._open.append(key)
+        return key
 
     @contextlib.contextmanager
     def autotune_group(self):
@@ -69,11 +69,9 @@ class NoGPURecorder(boot._Recorder):  # the same records and dedupe as a GPU rec
         with self.lock:
             keys = list(self.entries)
             launches = [dict(record, count=count) for record, count in self.entries.values()]
-        index = {key: i for i, key in enumerate(keys)}
-        groups = [[index[k] for k in group if k in index] for group in self.groups]
         return {"gpu": self.gpu, "launches": launches, "capture_errors": self.errors,
                 "first_capture_error": self.first_error, "capture_paths": ["no-gpu"],
-                "autotune_groups": [g for g in groups if len(g) > 1]}
+                "autotune_groups": self.indexed_groups(keys)}
 
     def flush(self) -> None:
         tmp = f"{self.out}.{os.getpid()}.tmp"

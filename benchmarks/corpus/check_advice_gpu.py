@@ -219,10 +219,35 @@ def one_launch_trace(case: Case, folder: Path) -> Path:
     them (as `advisor record` now writes them, `TensorArg.values`), so that `suggest --measure` runs the
     kernel on the data this check's timing process gives it (replay.make_tensors)."""
     trace = json.loads((DATA / "traces" / f"{case.library}.json").read_text())
-    trace["launches"] = [with_recorded_values(case.entry, case.extras.get("values") or {})]
+    values = case.extras.get("values") or {}
+    trace["launches"] = [with_recorded_values(e, values) for e in with_autotune_group(case)]
+    trace.pop("autotune_groups", None)
+    if len(trace["launches"]) > 1:
+        trace["autotune_groups"] = [list(range(len(trace["launches"])))]
     path = folder / f"{case.library}-{case.id}.json"
     path.write_text(json.dumps(trace))
     return path
+
+
+def with_autotune_group(case: Case) -> list[dict]:
+    """The launch, then for an autotuned one the launch each other config of its (pruned) list makes, with
+    the grid and constexprs the capture got from the library's host code: the autotune group `advisor
+    record` writes on a GPU (docs/trace.md), so that `suggest` ranks those configs on their host grids."""
+    entry = case.entry
+    if len(case.extras.get("variants") or []) <= 1:
+        return [entry]
+    rank = len(entry["grid"])
+    out = [entry]
+    for v in case.variants(limit=10_000):
+        if v.recorded or v.config == entry.get("config"):
+            continue
+        grid = v.grid[:rank] if all(g == 1 for g in v.grid[rank:]) else v.grid
+        # the recorder files a name under config or constexprs alike for every launch of one autotuned call;
+        # the capture's list may set constexprs the recorded launch filed as such (GemLite's EVEN_K)
+        config = {k: x for k, x in v.config.items() if k in entry["config"]}
+        consts = {**{k: x for k, x in v.config.items() if k not in entry["config"]}, **v.constexprs}
+        out.append({**entry, "config": config, "grid": grid, "constexprs": consts, "count": 1})
+    return out
 
 
 def with_recorded_values(entry: dict, values: dict) -> dict:
@@ -575,31 +600,35 @@ def interleaved(cases: list[Case]) -> list[Case]:
 NOT_STARTED = "not run (device deadline)"
 
 
-def resumed(folder: Path | None, remeasure: bool = False) -> tuple[list[dict], Path | None]:
+def resumed(folder: Path | None, remeasure: bool = False,
+            redo: set[str] = frozenset()) -> tuple[list[dict], Path | None]:
     """A cut run's `suggest` rows that ended (exit code, or past their limit: not run again) and its
     timings file, to go on from in another call; rows its deadline did not start are run again. With
     `remeasure`, its `suggest --measure` rows that shared the GPU with others (measure_jobs > 1, or not
-    recorded) are run again too: their timings were disturbed (RESULTS 34b)."""
+    recorded) are run again too: their timings were disturbed (RESULTS 34b). Both `suggest` rows of the
+    launches in `redo` (ids) are run again: the product changed for them (their timings are kept; a new
+    choice they did not time is timed, `untimed_picks`)."""
     if folder is None:
         return [], None
     rows = [json.loads(x) for x in (folder / "advice_gpu_suggest.jsonl").read_text().splitlines()]
     timings = folder / "advice_gpu_timings.csv"
     shared = [r for r in rows if remeasure and r["measure"] and r.get("measure_jobs", 2) != 1]
-    return ([r for r in rows if not str(r["rc"]).startswith("not run") and r not in shared],
+    return ([r for r in rows if not str(r["rc"]).startswith("not run") and r not in shared
+             and r["launch_id"] not in redo],
             timings if timings.exists() else None)
 
 
 def untimed_picks(rows: list[dict], timings: list[dict]) -> set[str]:
-    """Launches already timed whose `suggest --measure` choice in `rows` is none of their timed configs
-    (a run made again after the timing): their timings are dropped, so that the timing process times
-    the launch again whole, the new choice with its own and best configs in one run."""
+    """Launches already timed whose `suggest` choice (with or without `--measure`) in `rows` is none of their
+    timed configs (a run made again after the timing): their timings are dropped, so that the timing process
+    times the launch again whole, the new choice with its own and best configs in one run."""
     timed: dict[str, list[dict]] = {}
     for t in timings:
         if t["config"] and t["roles"] != "own-repeat":
             timed.setdefault(t["launch_id"], []).append(json.loads(t["config"]))
     out = set()
     for r in rows:
-        best = (r.get("best") or {}).get("config") if r["measure"] else None
+        best = (r.get("best") or {}).get("config")
         if best and r["launch_id"] in timed and not any(same_config(best, c) for c in timed[r["launch_id"]]):
             out.add(r["launch_id"])
     return out
@@ -607,7 +636,7 @@ def untimed_picks(rows: list[dict], timings: list[dict]) -> set[str]:
 
 def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: int, budget: float,
            plain_from: str | None = None, suggest_limit: float = 150.0, resume: Path | None = None,
-           remeasure: bool = False, timing_reserve: float = TIMING_RESERVE) -> None:
+           remeasure: bool = False, timing_reserve: float = TIMING_RESERVE, redo: str | None = None) -> None:
     """Step 1 and 2 overlapped: each launch's `suggest` (no measurement), then its `suggest --measure 4`
     (at most `measure_jobs` at once: they time on the GPU) and the compiles of its variants (CPU); then the
     timing process alone on the GPU, with what is left of `budget` seconds. Each `suggest` run is stopped
@@ -623,7 +652,7 @@ def device(only: str | None, suggest_jobs: int, measure_jobs: int, warm_jobs: in
     cases = interleaved(planned(only))
     traces = {c.id: one_launch_trace(c, folder) for c in cases}
     log = out_dir() / "advice_gpu_suggest.jsonl"
-    kept, kept_timings = resumed(resume, remeasure)
+    kept, kept_timings = resumed(resume, remeasure, {c.id for c in planned(redo)} if redo else frozenset())
     log.write_text("".join(json.dumps(r) + "\n" for r in kept))
     timings_out = out_dir() / "advice_gpu_timings.csv"
     if kept_timings is not None and kept_timings.resolve() != timings_out.resolve():
@@ -965,6 +994,8 @@ def main() -> None:
                         "of the budget that no `suggest` or warm compile starts in (the timing process's)")
     parser.add_argument("--remeasure", action="store_true", help="device, with --resume: run again the resumed "
                         "run's `suggest --measure` runs that shared the GPU (measure_jobs > 1)")
+    parser.add_argument("--redo", help="device, with --resume: positions whose `suggest` runs (with and without "
+                        "--measure) run again with the product as it is now; their timings are kept")
     parser.add_argument("--held-out", action="store_true", help="plan: data/advice_gpu_held_out/plan.json, the "
                         "first and fresh plans' launches with the transfer models fitted without each library")
     parser.add_argument("--folder", default=str(DATA), help="analyze: the folder holding one run's advice_gpu_* "
@@ -974,7 +1005,7 @@ def main() -> None:
         plan_held_out() if a.held_out else plan(a.fresh)
     elif a.step == "device":
         device(a.only, a.suggest_jobs, a.measure_jobs, a.warm_jobs, a.budget, a.plain_from, a.suggest_limit,
-               a.resume, a.remeasure, a.timing_reserve)
+               a.resume, a.remeasure, a.timing_reserve, a.redo)
     elif a.step == "warm":
         warm(a.ids.split(","))
     elif a.step == "time":
