@@ -149,6 +149,7 @@ def test_record_autotune_records_the_chosen_config_not_the_benchmarks(tmp_path):
     assert other.config == Config({"BLOCK": 16}, num_warps=2, num_stages=1)
     assert (other.grid, other_count, dict(other.constexprs)) == ((4,), 1, {"OUT": "float32"})
     assert result.trace.meta["autotune_groups"] == [[0, 1]]
+    assert result.summary.startswith("recorded 2 launches of 1 kernel (2 distinct; 1 autotuned")  # the program's 2
 
 
 def test_suggest_ranks_a_recorded_autotune_group_on_the_host_grids(tmp_path):

@@ -51,7 +51,10 @@ class RecordResult:
         groups = t.meta.get("autotune_groups") or []
         tuned = (f"; {len(groups)} autotuned, one entry per config ({sum(map(len, groups))} entries)"
                  if groups else "")
-        return (f"recorded {t.total} launch{'es' if t.total != 1 else ''} of {len(t.kernels)} "
+        # a group's other entries are the other configs' launches (probed on a GPU, captured without one), not
+        # launches the program made
+        made = t.total - sum(t.counts[j] for g in groups for j in g[1:])
+        return (f"recorded {made} launch{'es' if made != 1 else ''} of {len(t.kernels)} "
                 f"kernel{'s' if len(t.kernels) != 1 else ''} ({len(t.launches)} distinct{tuned}) -> {self.out}")
 
 
