@@ -51,6 +51,30 @@ def compile_limit_s() -> float:
     return limit
 
 
+SEARCH_LIMIT_ENV = "TRITON_ADVISOR_SEARCH_LIMIT"
+DEFAULT_SEARCH_LIMIT_S = 600.0
+
+
+def search_limit_s() -> float:
+    """Seconds one search may spend compiling (TRITON_ADVISOR_SEARCH_LIMIT, default 600): past it, the
+    configs not compiled yet are left out of the ranking (advisor.advice.compile_pool.search_deadline)."""
+    given = os.environ.get(SEARCH_LIMIT_ENV, "").strip()
+    if not given:
+        return DEFAULT_SEARCH_LIMIT_S
+    try:
+        limit = float(given)
+    except ValueError:
+        limit = -1.0
+    if limit <= 0:
+        raise AdvisorError(f"{SEARCH_LIMIT_ENV}={given!r}: give the seconds one search may spend compiling, a "
+                           "number above 0")
+    return limit
+
+
+class SearchOutOfTime(AdvisorError):
+    """A config not compiled before the search's time limit ran out (not the config's fault: not marked)."""
+
+
 def compiling_dir() -> Path:
     return _cache_dir() / "compiling"
 

@@ -191,3 +191,44 @@ def test_a_compile_past_the_limit_is_stopped_and_then_refused_at_once(cold_cache
     monkeypatch.setenv(COMPILE_LIMIT_ENV, "soon")
     with pytest.raises(AdvisorError, match="give the seconds one compile may take"):
         compile_launch(slow, 90, cached_only=True)
+
+
+def test_a_search_past_its_time_limit_ranks_what_compiled(cold_cache, monkeypatch):
+    # a space of slow compiles (each under the one-compile limit) must not hold `suggest` for their sum: past
+    # TRITON_ADVISOR_SEARCH_LIMIT the compiles in flight are stopped and the configs that compiled are ranked
+    from advisor.advice.search import search
+    from advisor.advice.subjects import LaunchSubject
+    from ceilings.compile import compile_launch
+    from ceilings.compile_limit import COMPILE_LIMIT_ENV, SEARCH_LIMIT_ENV
+    from ceilings.hardware import resolve_gpu
+    from ceilings.launch import Config, Launch, TensorArg
+
+    source = cold_cache / "unrolled.py"
+    source.write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def unrolled_kernel(x_ptr, BLOCK: tl.constexpr, REPEAT: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offs)\n"
+        "    for i in tl.static_range(REPEAT):\n        x = x * 1.0001 + tl.sin(x)\n"
+        "    tl.store(x_ptr + offs, x)\n")
+    quick = [Config({"BLOCK": b, "REPEAT": 2}, 4, 1) for b in (128, 256)]
+    slow = [Config({"BLOCK": b, "REPEAT": 1000}, 4, 1) for b in (512, 1024)]
+    launch = Launch(str(source), "unrolled_kernel", (1,), tensors=(TensorArg("x_ptr", (1024,), "float32", (1,)),),
+                    config=quick[0])
+    subject = LaunchSubject(launch, resolve_gpu("h100"), space=quick + slow)
+    compile_pool.compile_ahead([subject.launch_for(c) for c in quick], 90, workers=2)  # the quick ones cached
+    monkeypatch.setenv(COMPILE_LIMIT_ENV, "600")
+    monkeypatch.setenv(SEARCH_LIMIT_ENV, "15")
+    began = time.time()
+    advice = search(subject, confirm=False)
+    assert time.time() - began < 60  # each slow compile alone takes minutes on this machine
+    ranked = {c.config for c in [advice.current, *advice.ranked]}
+    assert set(quick) <= ranked and not ranked & set(slow)
+    assert advice.pruned == {"not compiled before the search's # s limit ran out (TRITON_ADVISOR_SEARCH_LIMIT)": 2}
+    assert advice.caveats[0] == ("search cut short: 2 of 4 configs were not compiled before the search's 15 s limit "
+                                 "ran out (TRITON_ADVISOR_SEARCH_LIMIT) and are not ranked (raise the limit to search "
+                                 "them)")
+    # not the config's fault: nothing marks it, and a search with time for it compiles it
+    assert all(compile_launch(subject.launch_for(c), 90, cached_only=True) is None for c in slow)
+    monkeypatch.setenv(SEARCH_LIMIT_ENV, "0")
+    with pytest.raises(AdvisorError, match="give the seconds one search may spend compiling"):
+        search(subject, confirm=False)

@@ -14,6 +14,11 @@ drops the pool before the interrupt goes on up (the CLI exits 130).
 
 Progress: a plain callable `progress(done, total, what)`, given to `reporting` (the search sets it for
 the compiles it causes), called once with done=0 when the compiles start and after each one.
+
+A search bounds its compiles in time (`search_deadline`): once its limit has run out, compiles in flight
+are stopped and the launches not compiled come back as failed with `out_of_time`'s reason, so a search
+ranks what compiled instead of waiting on a space of slow compiles (the limit on one compile,
+ceilings.compile_limit, stops one that never ends; this bounds the sum).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -35,6 +41,7 @@ Progress = Callable[[int, int, str], None]
 MAX_WORKERS = 16
 COMPILES_PER_WORKER = 4
 _progress: ContextVar[Progress | None] = ContextVar("compile_progress", default=None)
+_deadline: ContextVar[tuple[float, float] | None] = ContextVar("search_deadline", default=None)  # (end, limit)
 _pool: ProcessPoolExecutor | None = None
 _pool_workers = 0
 _lock = threading.Lock()
@@ -65,6 +72,26 @@ def reporting(progress: Progress | None) -> Iterator[None]:
         yield
     finally:
         _progress.reset(token)
+
+
+@contextlib.contextmanager
+def search_deadline(limit_s: float | None) -> Iterator[None]:
+    """Compiles started inside stop once `limit_s` seconds from now have passed (None: no limit)."""
+    token = _deadline.set((time.monotonic() + limit_s, limit_s) if limit_s else None)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def out_of_time() -> str | None:
+    """Why a compile is not started or not waited for: the search's limit has run out (None: it has not)."""
+    from ceilings.compile_limit import SEARCH_LIMIT_ENV
+
+    deadline = _deadline.get()
+    if deadline is None or time.monotonic() < deadline[0]:
+        return None
+    return f"not compiled before the search's {deadline[1]:g} s limit ran out ({SEARCH_LIMIT_ENV})"
 
 
 def _init_worker() -> None:
@@ -174,6 +201,9 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
     total = len(missing)
     if not total:
         return {}
+    late = out_of_time()
+    if late:
+        return dict.fromkeys(missing, late)
     what = f"compiling {total} config{'s' if total > 1 else ''} of {missing[0].kernel} for sm_{arch}"
     if progress:
         progress(0, total, what)
@@ -206,6 +236,11 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
         while pending:
             # A short timeout keeps the wait interruptible and the progress live.
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            late = out_of_time()
+            if late and pending:  # the search's time is up: what is still compiling is left out
+                stop()
+                failed.update({futures[f]: late for f in pending})
+                pending = set()
             stalled += _stalled_workers(pool, limit_s)
             for future in done:
                 try:
@@ -244,6 +279,10 @@ def _compile_here(missing: Sequence[Launch], arch: int, fn, progress: Progress |
 
     failed: dict[Launch, str] = {}
     for done, launch in enumerate(missing, 1):
+        late = out_of_time()
+        if late:
+            failed[launch] = late
+            continue
         try:
             compile_launch(launch, arch, fn=fn)
         except AdvisorError as exc:

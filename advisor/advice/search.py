@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from advisor.advice.compile_pool import Progress, compile_ahead, reporting
+from advisor.advice.compile_pool import Progress, compile_ahead, reporting, search_deadline
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
 from ceilings.launch import Config, Launch
@@ -268,7 +268,9 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
     Compiles (the demand of a kernel without an exact model, the confirmation of the finalists) run
     in parallel worker processes (advisor.advice.compile_pool) and report to `progress(done, total,
     what)` when given (a CLI's progress bar, a TUI's status)."""
-    with reporting(progress):
+    from ceilings.compile_limit import search_limit_s
+
+    with reporting(progress), search_deadline(search_limit_s()):
         return _search(subject, top_k, confirm, model, measure)
 
 
@@ -294,6 +296,7 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
             pruned[_short(why)] += 1
     feasible = [c for c in feasible if c not in failing]
     batch = [c for c in batch if c not in failing]
+    _note_search_limit(subject, failing, len(space))
     predicted = dict(zip(batch, subject.predict(batch, model), strict=True))
     if not cannot_run:
         # Its own object: the confirm step below adds notes to the current and to each finalist.
@@ -352,6 +355,21 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         advice.notes += close
         advice.why += "; a gain within the model's error, not a measured one: confirm it with --measure"
     return advice
+
+
+def _note_search_limit(subject: Subject, failing: dict[Config, str], searched: int) -> None:
+    """First among the launch's caveats (its own search's), how many configs the time limit left unranked."""
+    notes = getattr(subject, "notes", None)
+    if not isinstance(notes, list):
+        return
+    notes[:] = [n for n in notes if not n.startswith(_LIMIT_NOTE)]  # a new search says it anew
+    late = [why for why in failing.values() if why.startswith("not compiled before the search's")]
+    if late:
+        notes.insert(0, f"{_LIMIT_NOTE}: {len(late)} of {searched} configs were {late[0]} and are not ranked "
+                        "(raise the limit to search them)")
+
+
+_LIMIT_NOTE = "search cut short"
 
 
 def rerank_untimed(subject: Subject, untimed: Sequence[Config], timed: Sequence[Candidate], model=None) -> list[str]:

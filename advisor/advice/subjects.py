@@ -234,6 +234,7 @@ class LaunchSubject(Subject):
                                + " ".join(f"{t.name}{list(t.shape)}" for t in launch.tensors[:3]))
         self.location = location or Location(launch.source, _def_line(launch.source, launch.kernel), "kernel")
         self._compiled: dict[Config, object] = {}
+        self._late: dict[Config, str] = {}  # configs a search's time limit left uncompiled, with why
         self._ceilings: dict[Config, Ceiling] = {}
         self.notes: list[str] = self.rule.notes() if grid is None else []
         self.variants = dict(variants or {})
@@ -324,22 +325,30 @@ class LaunchSubject(Subject):
         """The config's compile; `ahead`: a miss of the compile cache goes to a worker first, where the
         compile limit holds (False: `_compile_batch` has just tried it there)."""
         from ceilings.compile import compile_launch
+        from ceilings.compile_limit import SearchOutOfTime
 
         if config not in self._compiled:
             if ahead:
                 self._compile_batch([config])
+            if config in self._late:  # not compiled here either: the search has no time left for it
+                raise SearchOutOfTime(self._late.pop(config))
             self._compiled[config] = compile_launch(self.launch_for(config), self.spec.arch, fn=self.fn)
         return self._compiled[config]
 
     def _compile_batch(self, configs: Sequence[Config]) -> None:
-        """The configs not compiled yet, in parallel workers, each within the compile limit."""
-        from advisor.advice.compile_pool import compile_ahead
+        """The configs not compiled yet, in parallel workers, each within the compile limit; those a search's
+        time limit left uncompiled are noted (`_late`) so that no caller compiles them in this process."""
+        from advisor.advice.compile_pool import compile_ahead, out_of_time
 
-        compile_ahead([self.launch_for(c) for c in configs if c not in self._ceilings and c not in self._compiled],
-                      self.spec.arch, self.fn, supervised=True)
+        wanted = {self.launch_for(c): c for c in configs if c not in self._ceilings and c not in self._compiled}
+        failed = compile_ahead(list(wanted), self.spec.arch, self.fn, supervised=True)
+        late = out_of_time()
+        for launch, why in failed.items():
+            if late and why == late:
+                self._late[wanted[launch]] = why
 
     def compile_problems(self, configs: Sequence[Config]) -> dict[Config, str]:
-        from ceilings.compile_limit import COMPILE_LIMIT_ENV, CompileStalled
+        from ceilings.compile_limit import COMPILE_LIMIT_ENV, CompileStalled, SearchOutOfTime
 
         self._compile_batch(configs)
         problems = {}
@@ -348,6 +357,8 @@ class LaunchSubject(Subject):
                 self._compile(c, ahead=False)
             except CompileStalled as exc:
                 problems[c] = f"its compile ran past the {exc.limit_s:.0f} s limit ({COMPILE_LIMIT_ENV})"
+            except SearchOutOfTime as exc:
+                problems[c] = str(exc)
             except AdvisorError as exc:
                 problems[c] = f"it does not compile ({str(exc).split(': ', 1)[-1][:120]})"
         return problems
