@@ -152,6 +152,21 @@ def test_record_autotune_records_the_chosen_config_not_the_benchmarks(tmp_path):
     assert result.summary.startswith("recorded 2 launches of 1 kernel (2 distinct; 1 autotuned")  # the program's 2
 
 
+def test_a_launch_whose_integer_contents_change_every_call_gets_its_configs_probed_once(tmp_path):
+    prog = tmp_path / "routed.py"
+    prog.write_text(AUTOTUNE_PROGRAM
+                    .replace("def bump(x_ptr, n,", "def bump(x_ptr, ids_ptr, n,")
+                    .replace("for _ in range(2):", "for step in range(3):")
+                    .replace("](x, 64, OUT=tl.float32)",
+                             "](x, torch.full((4,), step, dtype=torch.int32, device=DEVICE), 64, OUT=tl.float32)"))
+    result = record(["python3", str(prog)], tmp_path / "routed.json")
+    assert result.returncode == 0
+    entries = result.trace.entries()
+    chosen = [launch for launch, _, _ in entries if launch.config.params["BLOCK"] == 32]
+    assert [launch.tensor("ids_ptr").values for launch in chosen] == [(0,) * 4, (1,) * 4, (2,) * 4]
+    assert len(entries) == 4 and result.trace.meta["autotune_groups"] == [[0, 1]]  # the first call's alone
+
+
 def test_suggest_ranks_a_recorded_autotune_group_on_the_host_grids(tmp_path):
     """A GPU recording's autotune group is the subject's space, each config on the grid the host code gave
     it, not the launch rule's guess: 96 // BLOCK programs is no grid the rule can explain from the launch."""

@@ -72,7 +72,7 @@ class _Recorder:
         self.paths: list[str] = []
         self._kernel_info: dict = {}
         self.groups: list[list[str]] = []      # record keys of each autotuned launch and its alternatives
-        self.grouped: set[str] = set()         # chosen launches whose alternatives were probed
+        self.grouped: set[str] = set()         # launch forms whose alternatives were probed (`_form`)
 
     def probing(self) -> bool:
         return getattr(self.local, "probes", None) is not None
@@ -408,8 +408,9 @@ def _install_autotune(rec: _Recorder) -> bool:
         try:
             result = original_run(self, *args, **kwargs)
             chosen = rec.local.last_key  # the launch the autotuner made with the config it chose
-            if chosen is not None and chosen not in rec.grouped and not rec.benchmarking():
-                rec.grouped.add(chosen)
+            form = _form(rec, chosen) if chosen is not None else None
+            if form is not None and form not in rec.grouped and not rec.benchmarking():
+                rec.grouped.add(form)
                 with contextlib.suppress(Exception):  # no group: the advisor infers the other grids instead
                     _record_alternatives(rec, self, args, kwargs, chosen)
             return result
@@ -426,6 +427,15 @@ def _install_autotune(rec: _Recorder) -> bool:
     run.__wrapped__, _bench.__wrapped__ = original_run, original_bench
     Autotuner.run, Autotuner._bench = run, _bench
     return True
+
+
+def _form(rec: _Recorder, key: str) -> str:
+    """A recorded launch without its integer contents: a loop whose routing differs at every call (one
+    entry per call) gets its configs probed once, not once per call."""
+    with rec.lock:
+        record = rec.entries[key][0]
+    tensors = [{k: v for k, v in t.items() if k != "values"} for t in record["tensors"]]
+    return json.dumps({**record, "tensors": tensors}, sort_keys=True, default=str)
 
 
 def _install_probe(rec: _Recorder) -> bool:
