@@ -465,7 +465,10 @@ def _record_alternatives(rec: _Recorder, tuner, args, kwargs, chosen: str) -> No
     heuristics and the grid function see the config. A config's `pre_hook` does not run (on real data
     it may zero an output). Integer contents are the chosen launch's, read as it started."""
     configs = list(getattr(tuner, "configs", None) or ())
-    if len(configs) < 2:
+    with rec.lock:
+        first = rec.entries[chosen][0]
+    base = getattr(getattr(tuner, "base_fn", None), "__name__", first["kernel"])
+    if len(configs) < 2 or first["kernel"] != base:  # the last launch may be another kernel's (a pre_hook's)
         return
     rec.local.probes = []
     try:
@@ -479,8 +482,6 @@ def _record_alternatives(rec: _Recorder, tuner, args, kwargs, chosen: str) -> No
     finally:
         rec.local.probes = None
         tuner.nargs = None
-    with rec.lock:
-        first = rec.entries[chosen][0]
     values = {t["name"]: t["values"] for t in first["tensors"] if "values" in t}
     keys = [chosen]
     for record in probes:
