@@ -229,6 +229,32 @@ def test_a_search_past_its_time_limit_ranks_what_compiled(cold_cache, monkeypatc
                                  "them)")
     # not the config's fault: nothing marks it, and a search with time for it compiles it
     assert all(compile_launch(subject.launch_for(c), 90, cached_only=True) is None for c in slow)
+    began = time.time()  # the same subject's next search (the TUI's confirming one) does not wait on them again
+    assert search(subject, confirm=False).pruned == advice.pruned and time.time() - began < 10
     monkeypatch.setenv(SEARCH_LIMIT_ENV, "0")
     with pytest.raises(AdvisorError, match="give the seconds one search may spend compiling"):
         search(subject, confirm=False)
+
+
+def test_workers_start_in_a_host_whose_stderr_has_no_descriptor(tmp_path):
+    # a Textual app's sys.stderr answers fileno() with -1; multiprocessing handed that to its resource
+    # tracker and the pool never started, so every compile of a TUI search ran in the app's own process,
+    # beyond any time limit
+    script = tmp_path / "host.py"
+    script.write_text(
+        "import sys\n"
+        "class Captured:\n"
+        "    def write(self, text): return len(text)\n"
+        "    def flush(self): pass\n"
+        "    def fileno(self): return -1\n"
+        "if __name__ == '__main__':\n"
+        "    from advisor.advice import compile_pool\n"
+        "    fake = sys.stderr = Captured()\n"
+        "    with compile_pool._real_stderr():\n"
+        "        pool = compile_pool._get_pool(2)\n"
+        "        future = pool.submit(abs, -3)\n"
+        "    print(future.result(), sys.stderr is fake)\n"
+        "    compile_pool.stop()\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.stdout.split() == ["3", "True"], done.stderr[-500:]

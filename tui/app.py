@@ -384,6 +384,11 @@ class AdvisorApp(App[int]):
             self.cache[(ref.key, gpu)] = (advice, confirmed)
         if gen == self.generation:
             self.show_advice(advice, confirmed)
+            from advisor.advice.search import SEARCH_CUT_NOTE
+
+            cut = [n for n in getattr(advice.subject, "notes", ()) if n.startswith(SEARCH_CUT_NOTE)]
+            if cut and confirmed:  # configs left unranked: not a caveat of one config's numbers, so said aloud
+                self.notify(cut[0], severity="warning", timeout=12)
 
     def _job_failed(self, gen: int, text: str) -> None:
         if gen == self.generation:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -118,6 +119,27 @@ def _compile(launch: dict, arch: int) -> str | None:
     except Exception as exc:  # the compiler's own errors: the caller repeats the compile and reports it
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+@contextlib.contextmanager
+def _real_stderr() -> Iterator[None]:
+    """multiprocessing hands sys.stderr's descriptor to the helper process it starts once (its resource
+    tracker); a host that replaced sys.stderr with an object without one (a Textual app's, fileno -1) makes
+    that start fail, and every compile then ran in the app's own process, where no limit can stop it. The
+    process's real stderr stands in for the moment the pool starts its processes."""
+    current = sys.stderr
+    try:
+        usable = current.fileno() >= 0
+    except (OSError, ValueError, AttributeError):
+        usable = False
+    if usable or sys.__stderr__ is None:
+        yield
+        return
+    sys.stderr = sys.__stderr__
+    try:
+        yield
+    finally:
+        sys.stderr = current
 
 
 def _get_pool(workers: int) -> ProcessPoolExecutor:
@@ -218,11 +240,12 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
     if workers <= 1 and (not supervised or asked == "1"):
         return _compile_here(missing, arch, fn, progress, what)
     try:
-        pool = _get_pool(workers if workers > 1 else max(_pool_workers, min(cores(), MAX_WORKERS)))
-        futures = {pool.submit(_compile, launch.to_dict(), arch): launch for launch in missing}
+        with _real_stderr():
+            pool = _get_pool(workers if workers > 1 else max(_pool_workers, min(cores(), MAX_WORKERS)))
+            futures = {pool.submit(_compile, launch.to_dict(), arch): launch for launch in missing}
     except (OSError, ValueError):
-        # Spawning needs real file descriptors for the child's standard streams; a host that replaced them
-        # (a Textual app, a notebook) cannot start workers: compile here instead.
+        # Spawning needs real file descriptors (`_real_stderr` gives it the process's own); where even those
+        # are gone, no worker can start: compile here instead.
         stop()
         return _compile_here(missing, arch, fn, progress, what)
     from ceilings.compile_limit import compile_limit_s
@@ -241,6 +264,8 @@ def compile_ahead(launches: Sequence[Launch], arch: int, fn=None, workers: int |
                 stop()
                 failed.update({futures[f]: late for f in pending})
                 pending = set()
+                if progress:  # the compiles are over: a progress bar must not wait on them
+                    progress(total, total, what)
             stalled += _stalled_workers(pool, limit_s)
             for future in done:
                 try:

@@ -362,14 +362,14 @@ def _note_search_limit(subject: Subject, failing: dict[Config, str], searched: i
     notes = getattr(subject, "notes", None)
     if not isinstance(notes, list):
         return
-    notes[:] = [n for n in notes if not n.startswith(_LIMIT_NOTE)]  # a new search says it anew
+    notes[:] = [n for n in notes if not n.startswith(SEARCH_CUT_NOTE)]  # a new search says it anew
     late = [why for why in failing.values() if why.startswith("not compiled before the search's")]
     if late:
-        notes.insert(0, f"{_LIMIT_NOTE}: {len(late)} of {searched} configs were {late[0]} and are not ranked "
+        notes.insert(0, f"{SEARCH_CUT_NOTE}: {len(late)} of {searched} configs were {late[0]} and are not ranked "
                         "(raise the limit to search them)")
 
 
-_LIMIT_NOTE = "search cut short"
+SEARCH_CUT_NOTE = "search cut short"  # the caveat's start (the TUI raises it as a warning)
 
 
 def rerank_untimed(subject: Subject, untimed: Sequence[Config], timed: Sequence[Candidate], model=None) -> list[str]:

@@ -234,7 +234,9 @@ class LaunchSubject(Subject):
                                + " ".join(f"{t.name}{list(t.shape)}" for t in launch.tensors[:3]))
         self.location = location or Location(launch.source, _def_line(launch.source, launch.kernel), "kernel")
         self._compiled: dict[Config, object] = {}
-        self._late: dict[Config, str] = {}  # configs a search's time limit left uncompiled, with why
+        # configs a search's time limit left uncompiled, with why: not tried again by this subject (a TUI's
+        # confirming search follows its ranking at once); a new subject (a new run) tries them again
+        self._late: dict[Config, str] = {}
         self._ceilings: dict[Config, Ceiling] = {}
         self.notes: list[str] = self.rule.notes() if grid is None else []
         self.variants = dict(variants or {})
@@ -330,8 +332,8 @@ class LaunchSubject(Subject):
         if config not in self._compiled:
             if ahead:
                 self._compile_batch([config])
-            if config in self._late:  # not compiled here either: the search has no time left for it
-                raise SearchOutOfTime(self._late.pop(config))
+            if config in self._late:  # not compiled here either: the search had no time left for it
+                raise SearchOutOfTime(self._late[config])
             self._compiled[config] = compile_launch(self.launch_for(config), self.spec.arch, fn=self.fn)
         return self._compiled[config]
 
@@ -340,7 +342,8 @@ class LaunchSubject(Subject):
         time limit left uncompiled are noted (`_late`) so that no caller compiles them in this process."""
         from advisor.advice.compile_pool import compile_ahead, out_of_time
 
-        wanted = {self.launch_for(c): c for c in configs if c not in self._ceilings and c not in self._compiled}
+        wanted = {self.launch_for(c): c for c in configs
+                  if c not in self._ceilings and c not in self._compiled and c not in self._late}
         failed = compile_ahead(list(wanted), self.spec.arch, self.fn, supervised=True)
         late = out_of_time()
         for launch, why in failed.items():
