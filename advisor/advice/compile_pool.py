@@ -99,6 +99,12 @@ def _init_worker() -> None:
     # The terminal's Ctrl-C reaches the whole process group; the parent decides and kills the workers, so
     # a worker's own KeyboardInterrupt traceback would only litter stderr.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # What a compiler prints would land on the parent's terminal, which a TUI draws on; a worker's result
+    # carries its error instead (the caller repeats a failed compile and reports it)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
     # A worker compiles for the target: never under the CPU interpreter a test process may have set.
     os.environ["TRITON_INTERPRET"] = "0"
     import ceilings.compile_limit
