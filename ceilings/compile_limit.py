@@ -38,17 +38,22 @@ DEFAULT_COMPILE_LIMIT_S = 120.0
 report_compiling = False  # set in compile workers: each says what it compiles (compiling_dir() / its pid)
 
 
-def compile_limit_s() -> float:
-    given = os.environ.get(COMPILE_LIMIT_ENV, "").strip()
+def _seconds(env: str, default: float, what: str) -> float:
+    """A limit in seconds from `env` (`default` when unset); anything but a number above 0 is the user's error."""
+    given = os.environ.get(env, "").strip()
     if not given:
-        return DEFAULT_COMPILE_LIMIT_S
+        return default
     try:
         limit = float(given)
     except ValueError:
         limit = -1.0
     if limit <= 0:
-        raise AdvisorError(f"{COMPILE_LIMIT_ENV}={given!r}: give the seconds one compile may take, a number above 0")
+        raise AdvisorError(f"{env}={given!r}: give the seconds {what}, a number above 0")
     return limit
+
+
+def compile_limit_s() -> float:
+    return _seconds(COMPILE_LIMIT_ENV, DEFAULT_COMPILE_LIMIT_S, "one compile may take")
 
 
 SEARCH_LIMIT_ENV = "TRITON_ADVISOR_SEARCH_LIMIT"
@@ -58,17 +63,7 @@ DEFAULT_SEARCH_LIMIT_S = 600.0
 def search_limit_s() -> float:
     """Seconds one search may spend compiling (TRITON_ADVISOR_SEARCH_LIMIT, default 600): past it, the
     configs not compiled yet are left out of the ranking (advisor.advice.compile_pool.search_deadline)."""
-    given = os.environ.get(SEARCH_LIMIT_ENV, "").strip()
-    if not given:
-        return DEFAULT_SEARCH_LIMIT_S
-    try:
-        limit = float(given)
-    except ValueError:
-        limit = -1.0
-    if limit <= 0:
-        raise AdvisorError(f"{SEARCH_LIMIT_ENV}={given!r}: give the seconds one search may spend compiling, a "
-                           "number above 0")
-    return limit
+    return _seconds(SEARCH_LIMIT_ENV, DEFAULT_SEARCH_LIMIT_S, "one search may spend compiling")
 
 
 class SearchOutOfTime(AdvisorError):

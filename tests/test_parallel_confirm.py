@@ -149,6 +149,18 @@ def _state(pid: int) -> str:
         return "gone"
 
 
+def _unrolled_kernel(folder: Path) -> Path:
+    """A kernel file whose compile takes minutes at REPEAT 1000 (a static unroll) and seconds at REPEAT 2."""
+    source = folder / "unrolled.py"
+    source.write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def unrolled_kernel(x_ptr, BLOCK: tl.constexpr, REPEAT: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offs)\n"
+        "    for i in tl.static_range(REPEAT):\n        x = x * 1.0001 + tl.sin(x)\n"
+        "    tl.store(x_ptr + offs, x)\n")
+    return source
+
+
 def test_a_compile_past_the_limit_is_stopped_and_then_refused_at_once(cold_cache, monkeypatch):
     # minutes of LLVM on one config (a FlagGems top-k at BLOCK_SIZE 8192, RESULTS 34c) must not hold the
     # search: here a static unroll that compiles for minutes, against a 10 s limit, beside quick configs
@@ -156,13 +168,7 @@ def test_a_compile_past_the_limit_is_stopped_and_then_refused_at_once(cold_cache
     from ceilings.compile_limit import COMPILE_LIMIT_ENV
     from ceilings.launch import Config, Launch, TensorArg
 
-    source = cold_cache / "unrolled.py"
-    source.write_text(
-        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
-        "def unrolled_kernel(x_ptr, BLOCK: tl.constexpr, REPEAT: tl.constexpr):\n"
-        "    offs = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offs)\n"
-        "    for i in tl.static_range(REPEAT):\n        x = x * 1.0001 + tl.sin(x)\n"
-        "    tl.store(x_ptr + offs, x)\n")
+    source = _unrolled_kernel(cold_cache)
 
     def launch(block, repeat):
         return Launch(str(source), "unrolled_kernel", (1,), tensors=(TensorArg("x_ptr", (block,), "float32", (1,)),),
@@ -203,13 +209,7 @@ def test_a_search_past_its_time_limit_ranks_what_compiled(cold_cache, monkeypatc
     from ceilings.hardware import resolve_gpu
     from ceilings.launch import Config, Launch, TensorArg
 
-    source = cold_cache / "unrolled.py"
-    source.write_text(
-        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
-        "def unrolled_kernel(x_ptr, BLOCK: tl.constexpr, REPEAT: tl.constexpr):\n"
-        "    offs = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offs)\n"
-        "    for i in tl.static_range(REPEAT):\n        x = x * 1.0001 + tl.sin(x)\n"
-        "    tl.store(x_ptr + offs, x)\n")
+    source = _unrolled_kernel(cold_cache)
     quick = [Config({"BLOCK": b, "REPEAT": 2}, 4, 1) for b in (128, 256)]
     slow = [Config({"BLOCK": b, "REPEAT": 1000}, 4, 1) for b in (512, 1024)]
     launch = Launch(str(source), "unrolled_kernel", (1,), tensors=(TensorArg("x_ptr", (1024,), "float32", (1,)),),

@@ -85,6 +85,9 @@ def search_deadline(limit_s: float | None) -> Iterator[None]:
         _deadline.reset(token)
 
 
+OUT_OF_TIME = "not compiled before the search's"  # how `out_of_time`'s reason starts
+
+
 def out_of_time() -> str | None:
     """Why a compile is not started or not waited for: the search's limit has run out (None: it has not)."""
     from ceilings.compile_limit import SEARCH_LIMIT_ENV
@@ -92,7 +95,7 @@ def out_of_time() -> str | None:
     deadline = _deadline.get()
     if deadline is None or time.monotonic() < deadline[0]:
         return None
-    return f"not compiled before the search's {deadline[1]:g} s limit ran out ({SEARCH_LIMIT_ENV})"
+    return f"{OUT_OF_TIME} {deadline[1]:g} s limit ran out ({SEARCH_LIMIT_ENV})"
 
 
 def _init_worker() -> None:
@@ -184,7 +187,6 @@ def _stalled_workers(pool: ProcessPoolExecutor, limit_s: float) -> list[dict]:
     """Kill the pool's workers whose compile has run past `limit_s` and mark what they compiled as stalled
     (`ceilings.compile_limit.stall_marker`); what each was compiling."""
     import json
-    import time
 
     from ceilings.compile_limit import compiling_dir, mark_stalled
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from advisor.advice.compile_pool import Progress, compile_ahead, reporting, search_deadline
+from advisor.advice.compile_pool import OUT_OF_TIME, Progress, compile_ahead, reporting, search_deadline
+from ceilings.compile_limit import search_limit_s
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
 from ceilings.launch import Config, Launch
@@ -268,8 +269,6 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
     Compiles (the demand of a kernel without an exact model, the confirmation of the finalists) run
     in parallel worker processes (advisor.advice.compile_pool) and report to `progress(done, total,
     what)` when given (a CLI's progress bar, a TUI's status)."""
-    from ceilings.compile_limit import search_limit_s
-
     with reporting(progress), search_deadline(search_limit_s()):
         return _search(subject, top_k, confirm, model, measure)
 
@@ -363,7 +362,7 @@ def _note_search_limit(subject: Subject, failing: dict[Config, str], searched: i
     if not isinstance(notes, list):
         return
     notes[:] = [n for n in notes if not n.startswith(SEARCH_CUT_NOTE)]  # a new search says it anew
-    late = [why for why in failing.values() if why.startswith("not compiled before the search's")]
+    late = [why for why in failing.values() if why.startswith(OUT_OF_TIME)]
     if late:
         notes.insert(0, f"{SEARCH_CUT_NOTE}: {len(late)} of {searched} configs were {late[0]} and are not ranked "
                         "(raise the limit to search them)")

@@ -340,14 +340,13 @@ class LaunchSubject(Subject):
     def _compile_batch(self, configs: Sequence[Config]) -> None:
         """The configs not compiled yet, in parallel workers, each within the compile limit; those a search's
         time limit left uncompiled are noted (`_late`) so that no caller compiles them in this process."""
-        from advisor.advice.compile_pool import compile_ahead, out_of_time
+        from advisor.advice.compile_pool import OUT_OF_TIME, compile_ahead
 
         wanted = {self.launch_for(c): c for c in configs
                   if c not in self._ceilings and c not in self._compiled and c not in self._late}
         failed = compile_ahead(list(wanted), self.spec.arch, self.fn, supervised=True)
-        late = out_of_time()
         for launch, why in failed.items():
-            if late and why == late:
+            if why.startswith(OUT_OF_TIME):
                 self._late[wanted[launch]] = why
 
     def compile_problems(self, configs: Sequence[Config]) -> dict[Config, str]:

@@ -148,7 +148,8 @@ class _Recorder:
                 "scalars": scalars, "constexprs": consts, "config": config}
 
     # --- the capture file --------------------------------------------------------------------
-    def flush(self) -> None:
+    def data(self) -> dict:
+        """The capture file's contents (docs/trace.md)."""
         with self.lock:
             keys = list(self.entries)
             launches = [dict(record, count=count) for record, count in self.entries.values()]
@@ -158,9 +159,12 @@ class _Recorder:
         groups = self.indexed_groups(keys)
         if groups:
             data["autotune_groups"] = groups
+        return data
+
+    def flush(self) -> None:
         tmp = f"{self.out}.{os.getpid()}.tmp"
         with open(tmp, "w") as fh:
-            json.dump(data, fh, default=str)
+            json.dump(self.data(), fh, default=str)
         os.replace(tmp, self.out)
 
 

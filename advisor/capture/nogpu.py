@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 from types import SimpleNamespace
 
@@ -72,12 +71,6 @@ class NoGPURecorder(boot._Recorder):  # the same records and dedupe as a GPU rec
         return {"gpu": self.gpu, "launches": launches, "capture_errors": self.errors,
                 "first_capture_error": self.first_error, "capture_paths": ["no-gpu"],
                 "autotune_groups": self.indexed_groups(keys)}
-
-    def flush(self) -> None:
-        tmp = f"{self.out}.{os.getpid()}.tmp"
-        with open(tmp, "w") as fh:
-            json.dump(self.data(), fh, default=str)
-        os.replace(tmp, self.out)
 
 
 def bind(jit_fn, args: tuple, kwargs: dict) -> dict:
@@ -199,8 +192,6 @@ class NoGPUCapture:
 def start_program(out: str, gpu: str) -> NoGPURecorder:
     """For the child of `advisor record --no-gpu`: the capture stays on for the whole program and the
     launches are written to `out` at exit."""
-    import os
-
     os.environ["TRITON_INTERPRET"] = "0"  # launches reach the JIT; nothing is interpreted or run
     spec = standin.gpu_spec(gpu)
     rec = NoGPURecorder(out, spec.name)
