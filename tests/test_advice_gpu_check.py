@@ -86,6 +86,8 @@ def test_an_autotuned_launch_travels_with_its_autotune_group_as_record_writes_it
              "constexprs": {"EVEN": True}, "config": {"BLOCK": 128, "HEAD": 64, "num_warps": 4, "num_stages": 2}}
     listed = [{"config": {"BLOCK": 128, "num_warps": 4, "num_stages": 2}, "grid": [8, 1, 1],
                "constexprs": {"EVEN": True, "HEAD": 64}},
+              {"config": {"BLOCK": 128, "EVEN": True, "num_warps": 4, "num_stages": 2}, "grid": [8, 1, 1],
+               "constexprs": {"HEAD": 64}},   # the launch's own config as the list sets it: not a second entry
               {"config": {"BLOCK": 256, "EVEN": False, "num_warps": 8, "num_stages": 2}, "grid": [5, 1, 1],
                "constexprs": {"HEAD": 64}}]   # a grid no rule gives (not cdiv(1024, 256)); EVEN set by the list
     case = gpu_check.Case("lib", 0, entry, {"variants": listed})

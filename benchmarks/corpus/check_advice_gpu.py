@@ -239,12 +239,12 @@ def with_autotune_group(case: Case) -> list[dict]:
     rank = len(entry["grid"])
     out = [entry]
     for v in case.variants(limit=10_000):
-        if v.recorded or v.config == entry.get("config"):
-            continue
-        grid = v.grid[:rank] if all(g == 1 for g in v.grid[rank:]) else v.grid
         # the recorder files a name under config or constexprs alike for every launch of one autotuned call;
         # the capture's list may set constexprs the recorded launch filed as such (GemLite's EVEN_K)
         config = {k: x for k, x in v.config.items() if k in entry["config"]}
+        if v.recorded or config == entry["config"]:  # the launch itself (the list's copy of it too)
+            continue
+        grid = v.grid[:rank] if all(g == 1 for g in v.grid[rank:]) else v.grid
         consts = {**{k: x for k, x in v.config.items() if k not in entry["config"]}, **v.constexprs}
         out.append({**entry, "config": config, "grid": grid, "constexprs": consts, "count": 1})
     return out
