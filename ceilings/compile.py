@@ -140,6 +140,7 @@ def _load_locked(path: Path, source: str, spec, name: str, standin) -> Any:
         with contextlib.redirect_stdout(io.StringIO()), _env(TRITON_INTERPRET="0"), warnings.catch_warnings():
             warnings.simplefilter("ignore", ImportWarning)  # __package__ set beside a spec without a parent
             module.__advisor_skipped__ = standin.execute(source, str(path), vars(module), spec)
+            module.__advisor_factory_kernels__ = standin.factory_kernels(source, str(path), vars(module), spec)
     except (Exception, SystemExit) as exc:  # a file that calls sys.exit() at import is a broken kernel file too
         del sys.modules[name]
         raise AdvisorError(f"opening {path} failed: {exc.__class__.__name__}: {exc}".splitlines()[0]) from None
@@ -172,11 +173,16 @@ def _skipped_note(module) -> str:
 
 
 def find_kernels(module) -> dict[str, object]:
-    """Triton kernels defined at the top level of a module, by name (autotune wrappers unwrapped).
+    """Triton kernels defined at the top level of a module, then those a top-level factory function
+    defines (`standin.factory_kernels`) under names the top level does not use, by name (autotune
+    wrappers unwrapped).
 
     JIT functions that return a value are device functions other kernels call (a fused activation,
     an attention inner loop), not kernels one launches: they are left out."""
     found = {name: _unwrap(obj) for name, obj in vars(module).items() if _is_jit(obj)}
+    for name, obj in getattr(module, "__advisor_factory_kernels__", {}).items():
+        if name not in found and _is_jit(obj):
+            found[name] = _unwrap(obj)
     return {name: fn for name, fn in found.items() if not _returns_value(fn)}
 
 
@@ -194,8 +200,8 @@ def load_kernel(path: str | os.PathLike, name: str | None = None):
     module = load_module(path)
     kernels = find_kernels(module)
     if not kernels:
-        raise AdvisorError(f"{path} defines no Triton kernel (no @triton.jit function at top level)"
-                           + _skipped_note(module))
+        raise AdvisorError(f"{path} defines no Triton kernel (no @triton.jit function at top level or in a "
+                           "function that defines kernels)" + _skipped_note(module))
     if name is None:
         if len(kernels) > 1:
             raise AdvisorError(f"{path} defines several Triton kernels ({', '.join(kernels)}); pick one with --kernel")

@@ -16,7 +16,9 @@ So a kernel file is executed in a stand-in environment, one top-level statement 
   `.to("cuda")`) to the `meta` device, reports meta tensors as CUDA tensors (`x.is_cuda`), and
   turns an operation that needs tensor values (`.item()`, `.tolist()`, `if x.any()`) into
   `NeedsData`. A few `torch.cuda` queries (`get_device_capability`, `get_device_name`,
-  `get_device_properties`, `current_device`, `device(...)`, `synchronize`) answer for the same GPU.
+  `get_device_properties`, `current_device`, `device(...)`, `synchronize`, `is_available`) answer for the
+  same GPU, and so does torch's `torch.utils._triton.has_triton()`, which libraries guard their kernel
+  definitions with.
 * `nvidia-smi` run through `subprocess.run` (or `check_output`) by the file's code, or by threads it
   starts, answers for the same GPU with exit code 0 (libraries such as FlagGems find their vendor by
   running the vendors' tools at import: on a machine without a GPU the import failed); other threads
@@ -191,7 +193,8 @@ def _cuda_answers(spec) -> dict:
             "set_device": lambda device: None,
             "synchronize": lambda device=None: None,
             "device": lambda device=None: contextlib.nullcontext(),
-            "device_count": lambda: 1}
+            "device_count": lambda: 1,
+            "is_available": lambda: True}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -271,6 +274,14 @@ def environment(gpu=None):
             for name, answer in _cuda_answers(spec).items():
                 stack.callback(_restore, torch.cuda, name, torch.cuda.__dict__.get(name, _ABSENT))
                 setattr(torch.cuda, name, answer)
+            # torch's own "can this process run Triton" (cached, and false without a GPU), which libraries
+            # guard their kernel definitions with (`if has_triton(): @triton.jit ...`): true, as on the GPU.
+            with contextlib.suppress(ImportError):
+                import torch.utils._triton as torch_triton
+
+                if hasattr(torch_triton, "has_triton"):
+                    stack.callback(setattr, torch_triton, "has_triton", torch_triton.has_triton)
+                    torch_triton.has_triton = lambda: True
             stack.enter_context(_meta_mode())
         yield spec
 
@@ -321,6 +332,50 @@ def _refuse_autotune(tuner, args, kwargs):
 # ----------------------------------------------------------------------------------------------
 # Executing a kernel file.
 # ----------------------------------------------------------------------------------------------
+_KERNEL_DECORATORS = {"jit", "autotune", "heuristics"}
+# What a factory's body may run to define its kernels: imports, names its decorators and kernels read, defs.
+_FACTORY_STATEMENTS = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef)
+
+
+def _defines_kernel(node) -> bool:
+    """A def decorated with something named jit, autotune or heuristics (`@triton.jit`, `@autotune(...)`)."""
+    if not isinstance(node, ast.FunctionDef):
+        return False
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in _KERNEL_DECORATORS:
+            return True
+    return False
+
+
+def factory_kernels(source: str, filename: str, namespace: dict, gpu=None) -> dict[str, object]:
+    """Kernels a top-level function defines when called (a factory that imports Triton lazily and returns
+    its kernels, as libraries do to import without Triton), by name. The factory is not called: its
+    imports, assignments and defs run, each on its own, in a copy of the module's namespace (a statement
+    that fails, such as one that reads the factory's arguments, is skipped), with the original line
+    numbers, so a kernel's source and lines are the file's. Its free names become that namespace's globals,
+    which is where Triton looks them up."""
+    tree = ast.parse(source, filename)
+    found: dict[str, object] = {}
+    with environment(gpu), launches_to(_refuse_launch, _refuse_autotune):
+        for factory in tree.body:
+            if not isinstance(factory, ast.FunctionDef) or not any(_defines_kernel(n) for n in factory.body):
+                continue
+            scope = dict(namespace)
+            for node in factory.body:
+                if not isinstance(node, _FACTORY_STATEMENTS):
+                    continue
+                code = compile(ast.Module([node], type_ignores=[]), filename, "exec", dont_inherit=True)
+                try:
+                    exec(code, scope)
+                except (Exception, SystemExit):
+                    continue
+                if _defines_kernel(node) and node.name in scope:
+                    found.setdefault(node.name, scope[node.name])
+    return found
+
+
 def execute(source: str, filename: str, namespace: dict, gpu=None) -> list[tuple[int, str]]:
     """Run a kernel file's top-level statements in `namespace` in the stand-in environment; return
     the (line, error) of each statement that failed and was skipped."""
@@ -331,14 +386,30 @@ def execute(source: str, filename: str, namespace: dict, gpu=None) -> list[tuple
             for alias in node.names:
                 feature = getattr(__import__("__future__"), alias.name, None)
                 flags |= getattr(feature, "compiler_flag", 0)
-    skipped = []
+    skipped: list[tuple[int, str]] = []
+
+    def run(node) -> None:
+        if isinstance(node, ast.If):  # `if has_triton():` around a library's kernels: its branch statement by statement
+            test = compile(ast.Expression(node.test), filename, "eval", flags=flags, dont_inherit=True)
+            try:
+                branch = node.body if eval(test, namespace) else node.orelse
+            except (Exception, SystemExit) as exc:
+                return failed(node, exc)
+            for inner in branch:
+                run(inner)
+            return
+        code = compile(ast.Module([node], type_ignores=[]), filename, "exec", flags=flags, dont_inherit=True)
+        try:
+            exec(code, namespace)
+        except (Exception, SystemExit) as exc:  # a self-check, a benchmark, an optional import: skip it, keep going
+            failed(node, exc)
+
+    def failed(node, exc) -> None:
+        text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        skipped.append((start, text[0][:200] if text else type(exc).__name__))
+
     with environment(gpu), launches_to(_refuse_launch, _refuse_autotune):
         for node in tree.body:
-            code = compile(ast.Module([node], type_ignores=[]), filename, "exec", flags=flags, dont_inherit=True)
-            try:
-                exec(code, namespace)
-            except (Exception, SystemExit) as exc:  # a self-check, a benchmark, an optional import: skip it, keep going
-                text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-                start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-                skipped.append((start, text[0][:200] if text else type(exc).__name__))
+            run(node)
     return skipped

@@ -114,20 +114,29 @@ def test_a_loop_unrolled_without_a_remainder_loop_counts_each_iteration_once(tri
     assert old.per_pipe["lsu"] >= 4 * trips
 
 
-def test_the_64_bit_remainder_slow_path_is_not_counted():
-    one = launch("wide_remainder", (4,), (4, BLOCK), {"n_cols": 1000})
+def _cold_callee_left_out(kernel: str, callee: str):
+    """The kernel's demand, after checking that none of its 8 calls a thread (8 elements per thread, straight-line
+    code) to `callee` is counted, where the old count took each with the subroutine's body."""
+    one = launch(kernel, (4,), (4, BLOCK), {"n_cols": 1000})
     compiled = compile_launch(one)
     functions = parse_sass(compiled.sass)
-    slow = next(name for name in functions if "rem_s64" in name)
+    name = next(name for name in functions if callee in name)
     d = generic_demand(one, compiled)
-    # Straight-line code: the old count took each of the 8 calls (8 elements per thread) with the
-    # subroutine's body; the floor and the expected work take none of them.
-    old = count_instructions(compiled.sass, "wide_remainder", [])
-    body = len([i for i in functions[slow].instructions if i.pipe not in ("none",)])
-    old_total = sum(old.per_pipe.values()) * WARPS * 4
-    assert old_total - total(d) >= 8 * body * WARPS * 4
+    old = count_instructions(compiled.sass, kernel, [])
+    body = len([i for i in functions[name].instructions if i.pipe not in ("none",)])
+    assert sum(old.per_pipe.values()) * WARPS * 4 - total(d) >= 8 * body * WARPS * 4
+    assert any(name in n and "not counted" in n for n in d.notes)
+    return d
+
+
+def test_the_64_bit_remainder_slow_path_is_not_counted():
+    d = _cold_callee_left_out("wide_remainder", "rem_s64")  # taken only when an operand exceeds 32 bits
     assert total(d) == total(d.expected)
-    assert any(slow in n and "not counted" in n for n in d.notes)
+
+
+def test_the_float64_division_full_routine_is_not_counted():
+    d = _cold_callee_left_out("wide_division", "div_rn_f64_full")  # taken only when the range check fails
+    assert d.instructions("fma") > 0  # the inline DFMA refinement stays
 
 
 # --- bytes ------------------------------------------------------------------------------------------
