@@ -76,6 +76,8 @@ def run_noise(first: dict, second: dict) -> dict[str, float]:
     noise = {}
     for name, a in first.items():
         b = second[name]
+        if a.dtype.is_floating_point and a.element_size() == 1:  # float8: torch has no nan_to_num (nor isnan) for it
+            a, b = a.float(), b.float()
         if torch.equal(a, b) or (a.dtype.is_floating_point and torch.equal(a.isnan(), b.isnan())
                                  and torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))):
             noise[name] = 0.0
