@@ -64,7 +64,19 @@ def launches(model: str = "held-out library", path: Path = MODEL_CHECK, gpu: str
 
 
 def timed_counts(gpu: str = "h100") -> dict[str, int]:
-    """Configs timed ok per launch (timings.csv, or the GPU's)."""
+    """Configs timed ok per launch (timings.csv, or the GPU's; CORPUS_HELD_OUT=1: the held-out library's, as
+    check_points reads them, autotune probes' rows under their launch)."""
+    import os
+
+    if os.environ.get("CORPUS_HELD_OUT") == "1":
+        os.environ["CORPUS_GPU"] = gpu
+        sys.path.insert(0, str(HERE))
+        import check_points
+
+        points: dict[str, set] = defaultdict(set)
+        for p in check_points.timed_points():
+            points[f"{p.library}/{p.launch_id}"].add(p.label)
+        return {k: len(v) for k, v in points.items()}
     counts: dict[str, set] = defaultdict(set)
     with open(TIMINGS if gpu == "h100" else TIMINGS.with_name(f"timings_{gpu}.csv"), newline="") as f:
         for r in csv.DictReader(f):

@@ -78,7 +78,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from replay import DATA, LIBRARIES, Case, Variant, _grid3, load_cases  # noqa: E402
+from replay import DATA, LIBRARIES, Case, Variant, _grid3, load_cases, read_json  # noqa: E402
+from replay import HELD_OUT as HELD_OUT_LIBRARIES  # noqa: E402
+
+ALL_LIBRARIES = (*LIBRARIES, *HELD_OUT_LIBRARIES)
 
 # GPU time of one timed sample (a CUDA-graph replay of as many launches as fill it): as `suggest --measure`'s
 from advisor.measure.launch_run import MAX_LAUNCHES_PER_GRAPH as MAX_PER_GRAPH  # noqa: E402
@@ -91,6 +94,7 @@ FRESH_PLAN = DATA / "advice_gpu_plan_fresh.json"
 # library's through TRITON_ADVISOR_TRANSFER_MODEL.
 HELD_OUT = DATA / "advice_gpu_held_out"
 HELD_OUT_PLAN = HELD_OUT / "plan.json"
+LIBRARY_LAUNCHES = 20  # `plan --library L` (a held-out library, section 36): launches at most, autotuned first
 FRESH_PER_LIBRARY = {lib: 99 for lib in LIBRARIES}  # every kernel left; the first FRESH_LAUNCHES taken
 FRESH_LAUNCHES = 14
 SPACE_CAP = 24            # configs of a launch's space timed at most (the own and suggested ones come on top)
@@ -207,10 +211,37 @@ def plan_held_out() -> None:
     print(f"{len(launches)} launches ({sum(p['set'] == 'fresh' for p in launches)} fresh) -> {HELD_OUT_PLAN}")
 
 
+def plan_library(library: str) -> None:
+    """data/advice_gpu_held_out/plan_LIBRARY.json: a held-out library's launches (one per kernel, those with
+    an autotune list of >= 3 configs first, LIBRARY_LAUNCHES at most; not those whose held-out ceiling
+    evaluation errored) with the shipped transfer model, which never saw the library (section 36)."""
+    errored = set()
+    ceilings = DATA / "ceilings_held_out.jsonl"
+    for line in ceilings.read_text().splitlines() if ceilings.exists() else []:
+        r = json.loads(line)
+        if "error" in r:
+            errored.add(r["launch_id"])
+    first: dict[str, Case] = {}
+    for case in load_cases(library):
+        if case.kernel not in first and case.id not in errored:
+            first[case.kernel] = case
+    listed = lambda c: len(c.extras.get("variants") or [])  # noqa: E731
+    order = sorted(first.values(), key=lambda c: (listed(c) < 3, c.index))[:LIBRARY_LAUNCHES]
+    chosen = [{"library": library, "index": c.index, "launch_id": c.id, "kernel": c.kernel,
+               "autotune_configs": listed(c), "set": "held-out library"} for c in order]
+    shipped = os.path.relpath(ROOT / "advisor" / "model" / "models" / "transfer", HELD_OUT)
+    target = HELD_OUT / f"plan_{library}.json"
+    target.write_text(json.dumps({"launches": chosen, "skipped": [], "space_cap": SPACE_CAP,
+                                  "transfer_models": {library: shipped}}, indent=1) + "\n")
+    print(f"{len(chosen)} launches of {library}, {sum(c['autotune_configs'] >= 3 for c in chosen)} with an autotune "
+          f"list of >= 3 -> {target}")
+
+
 def planned(only: str | None = None) -> list[Case]:
     """The planned launches; `only`: some of them by position in the plan ("3,9,18", a trial)."""
-    cases = {lib: load_cases(lib) for lib in LIBRARIES}
-    out = [cases[p["library"]][p["index"]] for p in json.loads(plan_file().read_text())["launches"]]
+    doc = json.loads(plan_file().read_text())
+    cases = {lib: {c.index: c for c in load_cases(lib)} for lib in {p["library"] for p in doc["launches"]}}
+    out = [cases[p["library"]][p["index"]] for p in doc["launches"]]
     return [out[int(i)] for i in only.split(",")] if only else out
 
 
@@ -218,7 +249,7 @@ def one_launch_trace(case: Case, folder: Path) -> Path:
     """The launch alone in a trace, with the contents of its small integer tensors where the capture kept
     them (as `advisor record` now writes them, `TensorArg.values`), so that `suggest --measure` runs the
     kernel on the data this check's timing process gives it (replay.make_tensors)."""
-    trace = json.loads((DATA / "traces" / f"{case.library}.json").read_text())
+    trace = read_json(DATA / "traces" / f"{case.library}.json")
     values = case.extras.get("values") or {}
     trace["launches"] = [with_recorded_values(e, values) for e in with_autotune_group(case)]
     trace.pop("autotune_groups", None)
@@ -588,12 +619,13 @@ def environment() -> dict:
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
             "python": sys.version.split()[0],
-            "packages": {n: version(n) for n in ("liger-kernel", "flag-gems", "fla-core", "gemlite", "xgboost")}}
+            "packages": {n: version(n) for n in ("liger-kernel", "flag-gems", "fla-core", "gemlite", "torchao",
+                                                 "xgboost")}}
 
 
 def interleaved(cases: list[Case]) -> list[Case]:
     """The libraries in turn, so that a deadline cuts launches of every library alike."""
-    by_lib = [[c for c in cases if c.library == lib] for lib in LIBRARIES]
+    by_lib = [[c for c in cases if c.library == lib] for lib in ALL_LIBRARIES]
     return [c for group in zip_longest(*by_lib) for c in group if c is not None]
 
 
@@ -927,7 +959,7 @@ def analyze(folder: Path, write: Path | None = None) -> dict:
                 "measure4_within_1.02_best": [x is not None and x <= 1.02 for x in m_best],
                 "measure4_within_1.05_best": [x is not None and x <= 1.05 for x in m_best]}
 
-    table = {lib: stats([o for o in outcomes if o["library"] == lib]) for lib in LIBRARIES}
+    table = {lib: stats([o for o in outcomes if o["library"] == lib]) for lib in ALL_LIBRARIES}
     for part in sorted({o["set"] for o in outcomes} - {""}):  # the held-out plan's first and fresh launches
         table[f"all, {part} set"] = stats([o for o in outcomes if o["set"] == part])
     table["all"] = stats(outcomes)
@@ -998,11 +1030,16 @@ def main() -> None:
                         "--measure) run again with the product as it is now; their timings are kept")
     parser.add_argument("--held-out", action="store_true", help="plan: data/advice_gpu_held_out/plan.json, the "
                         "first and fresh plans' launches with the transfer models fitted without each library")
+    parser.add_argument("--library", help="plan: a held-out library's launches with the shipped transfer model "
+                        "(data/advice_gpu_held_out/plan_LIBRARY.json)")
     parser.add_argument("--folder", default=str(DATA), help="analyze: the folder holding one run's advice_gpu_* "
                         "files (default data/; a later run of the whole plan in its own folder)")
     a = parser.parse_args()
     if a.step == "plan":
-        plan_held_out() if a.held_out else plan(a.fresh)
+        if a.library:
+            plan_library(a.library)
+        else:
+            plan_held_out() if a.held_out else plan(a.fresh)
     elif a.step == "device":
         device(a.only, a.suggest_jobs, a.measure_jobs, a.warm_jobs, a.budget, a.plain_from, a.suggest_limit,
                a.resume, a.remeasure, a.timing_reserve, a.redo)

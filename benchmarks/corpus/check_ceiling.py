@@ -32,6 +32,7 @@ from check_points import (  # noqa: E402
     DATA,
     GPU_NAME,
     LIBRARIES,
+    PART,
     SUFFIX,
     Point,
     done_keys,
@@ -44,7 +45,7 @@ from check_points import (  # noqa: E402
 
 from ceilings.hardware import resolve_gpu  # noqa: E402
 
-OUT = DATA / f"ceiling_check{SUFFIX}.csv"
+OUT = DATA / f"ceiling_check{PART}{SUFFIX}.csv"
 FLOOR_SHARE = 0.97
 LAUNCH_US = resolve_gpu(GPU_NAME).rates.launch_us  # the calibrated launch floor (ceilings/calibration/)
 # How many times `sm__inst_executed_pipe_tensor.sum` counts a warpgroup MMA per warp that issues it. In the

@@ -202,7 +202,7 @@ def compare(folder: str, workers: int = 1, rows_csv: str | None = None) -> None:
     if not os.path.isdir(caches):
         with tarfile.open(os.path.join(folder, "gpu_sass.tar.gz")) as tar:
             tar.extractall(caches, filter="data")
-    with open(cp.DATA / "ncu.csv") as f:
+    with open(cp.DATA / f"ncu{cp.PART}.csv") as f:  # CORPUS_HELD_OUT=1: the held-out libraries' profile
         ncu = {(r["library"], r["launch_id"]): r for r in csv.DictReader(f)}
     _INFO.update(triton=info["triton"], caches=caches, ncu=ncu)
     cp.cases()  # read once, before the workers fork
@@ -224,7 +224,7 @@ def compare(folder: str, workers: int = 1, rows_csv: str | None = None) -> None:
         print(f"\n{answer}: the GPU's SASS (Triton {info['triton']}, {info['gpu']}) within 10% of ncu, cells with work")
         print("| library | launches | " + " | ".join(CELLS) + " | registers equal to ncu's |")
         print("|---|---|" + "---|" * (len(CELLS) + 1))
-        for library in ("liger", "flaggems", "fla", "gemlite", "all"):
+        for library in (*cp.LIBRARIES, "all"):
             mine = [r for r in done if library in ("all", r["library"])]
             cells = []
             for cell in CELLS:
@@ -238,7 +238,7 @@ def compare(folder: str, workers: int = 1, rows_csv: str | None = None) -> None:
           "expected bytes with the L2 at x1 and x0.5 of the H100's 50 MB")
     print("| library | launches | " + " | ".join(answers) + " |")
     print("|---|---|" + "---|" * len(answers))
-    for library in ("liger", "flaggems", "fla", "gemlite", "all"):
+    for library in (*cp.LIBRARIES, "all"):
         mine = [r["dram"] for r in done if library in ("all", r["library"])]
         cells = [f"{sum(_within(r[a], r['ncu'], 0.25) for r in mine) / len(mine):.0%}" for a in answers]
         print(f"| {library} | {len(mine)} | " + " | ".join(cells) + " |")

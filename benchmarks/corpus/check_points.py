@@ -40,8 +40,12 @@ GPU_KEY = os.environ.get("CORPUS_GPU", "h100").lower()
 if GPU_KEY not in ("h100", "h200"):
     raise SystemExit(f"CORPUS_GPU={GPU_KEY!r}: the corpus was timed on h100 and h200 only")
 SUFFIX = "" if GPU_KEY == "h100" else f"_{GPU_KEY}"
-CEILINGS = DATA / f"ceilings{SUFFIX}.jsonl"
-TIMINGS = DATA / f"timings{SUFFIX}.csv"
+# CORPUS_HELD_OUT=1: the held-out libraries (replay.HELD_OUT) instead, read from and written to files of their own
+# (`timings_held_out*.csv`, `ceilings_held_out*.jsonl`), so that no script that fits reads their rows.
+HELD_OUT_MODE = os.environ.get("CORPUS_HELD_OUT") == "1"
+PART = "_held_out" if HELD_OUT_MODE else ""
+CEILINGS = DATA / f"ceilings{PART}{SUFFIX}.jsonl"
+TIMINGS = DATA / f"timings{PART}{SUFFIX}.csv"
 SITE = Path(os.environ.get("CORPUS_SITE", "/tmp/site"))  # where the pinned wheels are installed (README)
 # FlagGems finds its vendor by running vendor tools (nvidia-smi) at import; without a GPU, name it.
 os.environ.setdefault("GEMS_VENDOR", "nvidia")
@@ -49,7 +53,10 @@ for folder in (str(HERE), str(ROOT), str(SITE)):
     if folder not in sys.path:
         sys.path.insert(0, folder)
 
-from replay import LIBRARIES, Case, Variant, load_cases  # noqa: E402
+from replay import HELD_OUT, Case, Variant, load_cases, probe_owners  # noqa: E402
+from replay import LIBRARIES as FITTED_LIBRARIES  # noqa: E402
+
+LIBRARIES = HELD_OUT if HELD_OUT_MODE else FITTED_LIBRARIES
 
 GPU_NAME = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200"}[GPU_KEY]
 _INTEGER = {"int8", "uint8", "int16", "int32", "int64", "bool"}
@@ -86,23 +93,44 @@ def cases() -> dict[str, dict[str, Case]]:
 
 
 def timed_points() -> list[Point]:
-    """Every (launch, config) timed with status ok."""
-    out = []
+    """Every (launch, config) timed with status ok. A row timed under an autotune probe's entry (a trace
+    `advisor record` wrote with autotune groups: replay.load_cases) counts as its launch's, when that
+    config is in the launch's list and the launch has no row of its own for it."""
+    out, seen = [], set()
     with open(TIMINGS) as f:
-        for row in csv.DictReader(f):
-            if row["status"] != "ok":
+        rows = [r for r in csv.DictReader(f) if r["status"] == "ok"]
+    owners = {lib: probe_owners(lib) for lib in {r["library"] for r in rows}}
+    listed: dict[tuple[str, str], set[str]] = {}
+    for row in sorted(rows, key=lambda r: r["launch_id"] in owners[r["library"]]):  # the launch's own rows first
+        lib, launch = row["library"], row["launch_id"]
+        label = json.dumps(json.loads(row["config"]), sort_keys=True)
+        recorded = row["recorded"] == "1"
+        if launch not in cases().get(lib, {}):
+            launch, recorded = owners[lib].get(launch), False
+            if launch is not None and (lib, launch) not in listed:
+                listed[(lib, launch)] = {v.label for v in cases()[lib][launch].variants(limit=10_000)}
+            if launch is None or label not in listed[(lib, launch)]:
                 continue
-            label = json.dumps(json.loads(row["config"]), sort_keys=True)
-            out.append(Point(row["library"], row["launch_id"], int(row["index"]), row["kernel"], label,
-                             row["recorded"] == "1", float(row["us"])))
+        if (lib, launch, label) in seen:
+            continue
+        seen.add((lib, launch, label))
+        case = cases()[lib][launch]
+        if recorded and owners[lib]:  # probes of other num_warps / num_stages share the launch's id
+            recorded = label == case.recorded_variant().label
+        out.append(Point(lib, launch, case.index, case.kernel, label, recorded, float(row["us"])))
     return out
 
 
 def ncu_points() -> list[Point]:
     """The recorded config of every launch Nsight Compute profiled."""
     out = []
-    with open(DATA / "ncu.csv") as f:
+    profile = DATA / f"ncu{PART}.csv"
+    if not profile.exists():
+        return out
+    with open(profile) as f:
         for row in csv.DictReader(f):
+            if row["library"] not in LIBRARIES:
+                continue
             case = cases()[row["library"]][row["launch_id"]]
             out.append(Point(row["library"], row["launch_id"], int(row["index"]), row["kernel"],
                              case.recorded_variant().label, True, None))

@@ -157,6 +157,16 @@ def previous(rows: list[dict]) -> list[dict]:
     return out
 
 
+def write_predictions(path: Path, predicted: list[dict]) -> None:
+    """One row per point, GPU and model (what check_advice.py --model-check reads)."""
+    with open(path, "w", newline="") as f:
+        fields = ["gpu", "model", "library", "launch_id", "kernel", "config", "recorded", "measured_us", "ceiling_us",
+                  "predicted_us", "low_us", "high_us", "ranking_sd"]
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()} for r in predicted)
+
+
 def print_tables(predicted: list[dict]) -> None:
     from check_model import figures
 
@@ -203,12 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nchosen per held-out library (inner leave-one-library-out):")
     for lib, (name, band, inner) in chosen.items():
         print(f"- {lib}: {name}, inner MAPE {inner:.1%}, band x{math.exp(band[0]):.2f} .. x{math.exp(band[1]):.2f}")
-    with open(OUT, "w", newline="") as f:
-        fields = ["gpu", "model", "library", "launch_id", "kernel", "config", "recorded", "measured_us", "ceiling_us",
-                  "predicted_us", "low_us", "high_us", "ranking_sd"]
-        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()} for r in predicted)
+    write_predictions(OUT, predicted)
     print(f"\n{OUT.name}: {len(predicted)} rows")
     if args.write:
         from advisor.model.transfer import fit_transfer

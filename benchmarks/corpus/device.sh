@@ -25,7 +25,7 @@ for step in "$@"; do
     check)
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
       python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
-      for m in liger_kernel.ops.cross_entropy flag_gems fla.ops gemlite; do
+      for m in liger_kernel.ops.cross_entropy flag_gems fla.ops gemlite torchao; do
         python3 -c "import $m, importlib.metadata as md; print('import ok', '$m')" 2>&1 | tail -1
       done
       python3 - <<'PY' > $C/data/logs/env.json
@@ -35,7 +35,7 @@ def _version(name):
         return md.version(name)
     except md.PackageNotFoundError:
         return None
-names = ("liger-kernel", "flag-gems", "fla-core", "gemlite", "sqlalchemy", "numpy", "transformers", "einops")
+names = ("liger-kernel", "flag-gems", "fla-core", "gemlite", "torchao", "sqlalchemy", "numpy", "transformers", "einops")
 smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                      capture_output=True, text=True).stdout.strip()
 ncu = subprocess.run(["ncu", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1:]

@@ -51,7 +51,8 @@ from replay import (
     trace_path,
 )
 
-TIMINGS = DATA / "timings.csv"
+# CORPUS_TIMINGS: another file (a held-out library's, or a second GPU's, kept apart from the H100 corpus rows)
+TIMINGS = Path(os.environ["CORPUS_TIMINGS"]) if os.environ.get("CORPUS_TIMINGS") else DATA / "timings.csv"
 LOGS = DATA / "logs"
 INFLIGHT = LOGS / "inflight.json"
 COLUMNS = ["library", "launch_id", "index", "kernel", "recorded", "config", "grid", "status", "us", "min_us",
@@ -102,7 +103,7 @@ def work_items(libraries: list[str], per_kernel: int, limit: int = 40) -> list[t
     recorded config, then the list in its order)."""
     items, seen = [], {}
     for lib in libraries:
-        if not trace_path(lib).exists():
+        if not (trace_path(lib).exists() or trace_path(lib).with_suffix('.json.gz').exists()):
             continue
         for case in load_cases(lib):
             n = seen[(lib, case.kernel)] = seen.get((lib, case.kernel), 0) + 1

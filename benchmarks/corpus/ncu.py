@@ -48,7 +48,7 @@ def plan(libraries: list[str], per_library: int) -> None:
     chosen = json.loads(PLAN.read_text()) if PLAN.exists() else []
     chosen = [c for c in chosen if c["library"] not in libraries]
     for lib in libraries:
-        if not trace_path(lib).exists():
+        if not (trace_path(lib).exists() or trace_path(lib).with_suffix('.json.gz').exists()):
             continue
         by_kernel: dict[str, list] = {}
         for case in load_cases(lib):

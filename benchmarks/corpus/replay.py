@@ -21,6 +21,9 @@ from capture_extras import trace_key
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 LIBRARIES = ("liger", "flaggems", "fla", "gemlite")
+# Libraries measured only to test on: no choice (counting rule, floor, model, margin) was made on them, and no
+# script fits on their rows. Their timings and ceilings live in files of their own (check_points.HELD_OUT_MODE).
+HELD_OUT = ("torchao",)
 NON_CONFIG = ("num_warps", "num_stages")
 
 
@@ -110,11 +113,39 @@ def extras_path(library: str) -> Path:
     return DATA / "traces" / f"{library}.extras.json"
 
 
+def read_json(path: Path):
+    """A trace or extras file, or its gzip beside it (`X.json.gz`: the large traces are kept compressed)."""
+    if not path.exists() and path.with_name(path.name + ".gz").exists():
+        import gzip
+
+        with gzip.open(path.with_name(path.name + ".gz"), "rt") as f:
+            return json.load(f)
+    return json.loads(path.read_text())
+
+
+def probe_owners(library: str) -> dict[str, str]:
+    """{id of an autotune probe entry: id of the launch it is a config of} (`load_cases` leaves probes out)."""
+    trace = read_json(trace_path(library))
+    launches = trace["launches"]
+    owner = {}
+    for group in trace.get("autotune_groups", []):
+        chosen = Case(library, group[0], launches[group[0]], {}).id
+        for i in group[1:]:
+            owner.setdefault(Case(library, i, launches[i], {}).id, chosen)
+    return owner
+
+
 def load_cases(library: str) -> list[Case]:
-    trace = json.loads(trace_path(library).read_text())
+    """The program's launches. A trace that `advisor record` wrote with autotune groups also holds, after
+    each group's chosen launch, the same launch under every other config of its list (probed, not made by
+    the program): those are that launch's variants (the extras list them too), not launches of their own."""
+    trace = read_json(trace_path(library))
     extras_file = extras_path(library)
-    extras = json.loads(extras_file.read_text()) if extras_file.exists() else {}
-    return [Case(library, i, entry, extras.get(trace_key(entry), {})) for i, entry in enumerate(trace["launches"])]
+    packed = extras_file.with_name(extras_file.name + ".gz")
+    extras = read_json(extras_file) if extras_file.exists() or packed.exists() else {}
+    probed = {i for group in trace.get("autotune_groups", []) for i in group[1:]}
+    return [Case(library, i, entry, extras.get(trace_key(entry), {}))
+            for i, entry in enumerate(trace["launches"]) if i not in probed]
 
 
 # ----------------------------------------------------------------------------------------------------
