@@ -140,7 +140,6 @@ def _load_locked(path: Path, source: str, spec, name: str, standin) -> Any:
         with contextlib.redirect_stdout(io.StringIO()), _env(TRITON_INTERPRET="0"), warnings.catch_warnings():
             warnings.simplefilter("ignore", ImportWarning)  # __package__ set beside a spec without a parent
             module.__advisor_skipped__ = standin.execute(source, str(path), vars(module), spec)
-            module.__advisor_factory_kernels__ = standin.factory_kernels(source, str(path), vars(module), spec)
     except (Exception, SystemExit) as exc:  # a file that calls sys.exit() at import is a broken kernel file too
         del sys.modules[name]
         raise AdvisorError(f"opening {path} failed: {exc.__class__.__name__}: {exc}".splitlines()[0]) from None
@@ -174,13 +173,15 @@ def _skipped_note(module) -> str:
 
 def find_kernels(module) -> dict[str, object]:
     """Triton kernels defined at the top level of a module, then those a top-level factory function
-    defines (`standin.factory_kernels`) under names the top level does not use, by name (autotune
-    wrappers unwrapped).
+    defines (`standin.execute`, FACTORY_KERNELS) under names the top level does not use, by name
+    (autotune wrappers unwrapped).
 
     JIT functions that return a value are device functions other kernels call (a fused activation,
     an attention inner loop), not kernels one launches: they are left out."""
     found = {name: _unwrap(obj) for name, obj in vars(module).items() if _is_jit(obj)}
-    for name, obj in getattr(module, "__advisor_factory_kernels__", {}).items():
+    from ceilings.standin import FACTORY_KERNELS
+
+    for name, obj in getattr(module, FACTORY_KERNELS, {}).items():
         if name not in found and _is_jit(obj):
             found[name] = _unwrap(obj)
     return {name: fn for name, fn in found.items() if not _returns_value(fn)}

@@ -349,36 +349,20 @@ def _defines_kernel(node) -> bool:
     return False
 
 
-def factory_kernels(source: str, filename: str, namespace: dict, gpu=None) -> dict[str, object]:
-    """Kernels a top-level function defines when called (a factory that imports Triton lazily and returns
-    its kernels, as libraries do to import without Triton), by name. The factory is not called: its
-    imports, assignments and defs run, each on its own, in a copy of the module's namespace (a statement
-    that fails, such as one that reads the factory's arguments, is skipped), with the original line
-    numbers, so a kernel's source and lines are the file's. Its free names become that namespace's globals,
-    which is where Triton looks them up."""
-    tree = ast.parse(source, filename)
-    found: dict[str, object] = {}
-    with environment(gpu), launches_to(_refuse_launch, _refuse_autotune):
-        for factory in tree.body:
-            if not isinstance(factory, ast.FunctionDef) or not any(_defines_kernel(n) for n in factory.body):
-                continue
-            scope = dict(namespace)
-            for node in factory.body:
-                if not isinstance(node, _FACTORY_STATEMENTS):
-                    continue
-                code = compile(ast.Module([node], type_ignores=[]), filename, "exec", dont_inherit=True)
-                try:
-                    exec(code, scope)
-                except (Exception, SystemExit):
-                    continue
-                if _defines_kernel(node) and node.name in scope:
-                    found.setdefault(node.name, scope[node.name])
-    return found
+FACTORY_KERNELS = "__advisor_factory_kernels__"  # the namespace's name for what `execute` found in factories
 
 
 def execute(source: str, filename: str, namespace: dict, gpu=None) -> list[tuple[int, str]]:
     """Run a kernel file's top-level statements in `namespace` in the stand-in environment; return
-    the (line, error) of each statement that failed and was skipped."""
+    the (line, error) of each statement that failed and was skipped.
+
+    Then the kernels a top-level function defines when called (a factory that imports Triton lazily and
+    returns its kernels, as libraries do to import without Triton) go into namespace[FACTORY_KERNELS], by
+    name. The factory is not called: its imports, assignments and defs run, each on its own, in a copy of
+    the module's namespace (a statement that fails, such as one that reads the factory's arguments, is
+    skipped, and not reported: the file's own statements ran), with the original line numbers, so a
+    kernel's source and lines are the file's. Its free names become that namespace's globals, which is
+    where Triton looks them up."""
     tree = ast.parse(source, filename)
     flags = 0
     for node in tree.body:  # `from __future__` imports apply to every statement after them
@@ -409,7 +393,23 @@ def execute(source: str, filename: str, namespace: dict, gpu=None) -> list[tuple
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         skipped.append((start, text[0][:200] if text else type(exc).__name__))
 
+    factory_kernels: dict[str, object] = {}
     with environment(gpu), launches_to(_refuse_launch, _refuse_autotune):
         for node in tree.body:
             run(node)
+        for factory in tree.body:
+            if not isinstance(factory, ast.FunctionDef) or not any(_defines_kernel(n) for n in factory.body):
+                continue
+            scope = dict(namespace)
+            for node in factory.body:
+                if not isinstance(node, _FACTORY_STATEMENTS):
+                    continue
+                code = compile(ast.Module([node], type_ignores=[]), filename, "exec", flags=flags, dont_inherit=True)
+                try:
+                    exec(code, scope)
+                except (Exception, SystemExit):
+                    continue
+                if _defines_kernel(node) and node.name in scope:
+                    factory_kernels.setdefault(node.name, scope[node.name])
+    namespace[FACTORY_KERNELS] = factory_kernels
     return skipped

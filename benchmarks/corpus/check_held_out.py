@@ -15,9 +15,7 @@ it) and prints the table.
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
 import statistics
 import sys
 import warnings
@@ -30,18 +28,6 @@ sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 
 OUT = HERE / "data" / "model_check_held_out.csv"
 GPUS = ("h100", "h200")
-
-
-def rows_of(gpu: str, held_out: bool) -> list[dict]:
-    os.environ["CORPUS_GPU"] = gpu
-    os.environ["CORPUS_HELD_OUT"] = "1" if held_out else ""
-    import check_points
-
-    importlib.reload(check_points)
-    import check_model
-
-    importlib.reload(check_model)
-    return [dict(r, gpu=gpu, case=f"{r['library']}/{r['launch_id']}") for r in check_model.corpus_rows()]
 
 
 def predictions(rows: list[dict], fitted_rows: list[dict]) -> list[dict]:
@@ -67,7 +53,9 @@ def predictions(rows: list[dict], fitted_rows: list[dict]) -> list[dict]:
 
 def main() -> int:
     warnings.filterwarnings("ignore", message="An input array is constant")
-    held = [r for gpu in GPUS for r in rows_of(gpu, True)]
+    from check_transfer import rows_of, write_predictions
+
+    held = [r for gpu in GPUS for r in rows_of(gpu, held_out=True)]
     fitted = [r for gpu in GPUS for r in rows_of(gpu, False)]
     from check_model import figures
 
@@ -84,8 +72,6 @@ def main() -> int:
             print(f"| {gpu.upper()} | {model} | {s['points']} ({s['launches']}) | {s['mape']:.1%} | {s['p90']:.1%} | "
                   f"{s['spearman']:.2f} ({s['ranked']}) | {s['regret_103']:.0%} | {s['regret_105']:.0%} "
                   f"({s['regret_launches']}) | {band} |")
-    from check_transfer import write_predictions
-
     write_predictions(OUT, predicted)
     levels = {g: math.log(statistics.median(r["measured_us"] / r["ceiling_us"] for r in fitted if r["gpu"] == g))
               for g in GPUS}

@@ -48,9 +48,11 @@ LIBRARIES = ("liger", "flaggems", "fla", "gemlite")
 PER_GPU_BAND = True
 
 
-def rows_of(gpu: str) -> list[dict]:
-    """`check_model.corpus_rows` of one GPU (the corpus modules read CORPUS_GPU when imported)."""
+def rows_of(gpu: str, held_out: bool = False) -> list[dict]:
+    """`check_model.corpus_rows` of one GPU (the corpus modules read CORPUS_GPU and CORPUS_HELD_OUT when
+    imported): the fitted libraries' rows, or with `held_out` the held-out libraries' (check_held_out.py)."""
     os.environ["CORPUS_GPU"] = gpu
+    os.environ["CORPUS_HELD_OUT"] = "1" if held_out else ""
     import check_points
 
     importlib.reload(check_points)

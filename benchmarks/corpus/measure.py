@@ -48,6 +48,7 @@ from replay import (
     load_cases,
     make_tensors,
     runner,  # noqa: E402
+    stored,
     trace_path,
 )
 
@@ -103,7 +104,7 @@ def work_items(libraries: list[str], per_kernel: int, limit: int = 40) -> list[t
     recorded config, then the list in its order)."""
     items, seen = [], {}
     for lib in libraries:
-        if not (trace_path(lib).exists() or trace_path(lib).with_suffix('.json.gz').exists()):
+        if not stored(trace_path(lib)):
             continue
         for case in load_cases(lib):
             n = seen[(lib, case.kernel)] = seen.get((lib, case.kernel), 0) + 1

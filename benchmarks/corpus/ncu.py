@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from replay import DATA, LIBRARIES, kernel_function, load_cases, make_tensors, runner, trace_path  # noqa: E402
+from replay import DATA, LIBRARIES, kernel_function, load_cases, make_tensors, runner, stored, trace_path  # noqa: E402
 
 PLAN = DATA / "ncu_plan.json"
 RESULT = DATA / "ncu.csv"
@@ -48,7 +48,7 @@ def plan(libraries: list[str], per_library: int) -> None:
     chosen = json.loads(PLAN.read_text()) if PLAN.exists() else []
     chosen = [c for c in chosen if c["library"] not in libraries]
     for lib in libraries:
-        if not (trace_path(lib).exists() or trace_path(lib).with_suffix('.json.gz').exists()):
+        if not stored(trace_path(lib)):
             continue
         by_kernel: dict[str, list] = {}
         for case in load_cases(lib):

@@ -113,12 +113,21 @@ def extras_path(library: str) -> Path:
     return DATA / "traces" / f"{library}.extras.json"
 
 
+def _packed(path: Path) -> Path:
+    return path.with_name(path.name + ".gz")
+
+
+def stored(path: Path) -> bool:
+    """A trace or extras file is here, plain or as its gzip beside it (`X.json.gz`)."""
+    return path.exists() or _packed(path).exists()
+
+
 def read_json(path: Path):
     """A trace or extras file, or its gzip beside it (`X.json.gz`: the large traces are kept compressed)."""
-    if not path.exists() and path.with_name(path.name + ".gz").exists():
+    if not path.exists() and _packed(path).exists():
         import gzip
 
-        with gzip.open(path.with_name(path.name + ".gz"), "rt") as f:
+        with gzip.open(_packed(path), "rt") as f:
             return json.load(f)
     return json.loads(path.read_text())
 
@@ -141,8 +150,7 @@ def load_cases(library: str) -> list[Case]:
     the program): those are that launch's variants (the extras list them too), not launches of their own."""
     trace = read_json(trace_path(library))
     extras_file = extras_path(library)
-    packed = extras_file.with_name(extras_file.name + ".gz")
-    extras = read_json(extras_file) if extras_file.exists() or packed.exists() else {}
+    extras = read_json(extras_file) if stored(extras_file) else {}
     probed = {i for group in trace.get("autotune_groups", []) for i in group[1:]}
     return [Case(library, i, entry, extras.get(trace_key(entry), {}))
             for i, entry in enumerate(trace["launches"]) if i not in probed]
