@@ -17,6 +17,7 @@ from advisor.advice.config_space import around, config_distance, guided_pick, ne
 from advisor.advice.launch_rule import TILE_PARAM, launch_rule, named_tiles
 from advisor.advice.operands import operand_element_bytes
 from advisor.advice.search import Candidate, Location, Subject, predict_candidates
+from advisor.advice.stores import accumulated_outputs, group_tiles
 from advisor.advice.tile_roles import covering_tiles
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
@@ -283,7 +284,30 @@ class LaunchSubject(Subject):
                                                                    for n in sorted(self._covering))
                                   + " (each program covers it whole: no grid axis or loop of the kernel follows "
                                   "it, so another value would change the result)")
+            groups = group_tiles(self.fn, self._tile_axes()) - self._covering
+            if groups:
+                self._covering |= groups
+                self.notes.append("kept as launched: " + ", ".join(f"{n}={self.current[n]}" for n in sorted(groups))
+                                  + " (a group size, not a tile: each program writes one value per group, addressed "
+                                  "by its program id, so another value would write another number of them)")
         return self._covering
+
+    def _tile_axes(self) -> dict[str, set[int]]:
+        """Tile -> the grid axes it divides: the launch rule's, and those the host's grid moves when the
+        tile is halved (a captured grid function the rule could not read)."""
+        out: dict[str, set[int]] = {}
+        for axis, (combo, _) in enumerate(self.rule.axes):
+            for name, _ in combo:
+                out.setdefault(name, set()).add(axis)
+        if self.relaunch is not None:
+            for name, value in self.current.params.items():
+                if name in out or not TILE_PARAM.match(name) or not isinstance(value, int) or value < 2:
+                    continue
+                probe = self.launch_for(self.current.replace(**{name: value // 2}))
+                moved = {i for i, (a, b) in enumerate(zip(probe.grid, self.launch.grid, strict=False)) if a != b}
+                if moved:
+                    out[name] = moved
+        return out
 
     def _grid_follows(self, tile: str) -> bool:
         """Whether the host code's grid follows a tile the launch rule cannot explain (a grid lambda
@@ -384,7 +408,16 @@ class LaunchSubject(Subject):
     def measurer(self):
         from advisor.measure.launch_run import launch_measurer
 
-        return launch_measurer(self.fn, self.launch, lambda c: self.launch_for(c).grid, self.label)
+        return launch_measurer(self.fn, self.launch, lambda c: self.launch_for(c).grid, self.label,
+                               zeroed=self.accumulated())
+
+    def accumulated(self) -> set[str]:
+        """The floating tensors the kernel adds into with atomics (a split-K GEMM's output): every run that
+        checks or times a config starts them at zero, as the host or an autotune pre-hook does
+        (advisor.advice.stores)."""
+        names = accumulated_outputs(self.fn) or set()
+        return {t.name for t in self.launch.tensors if t.name in names
+                and t.dtype.startswith(("float", "bfloat"))}
 
 
 def host_params(space: Sequence[Config], current: Config) -> dict:

@@ -16,7 +16,7 @@ for a launch of microseconds (`timing_for`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from advisor.measure import timing as measure
 from ceilings.compile import launch_arguments
@@ -28,9 +28,12 @@ _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "
            "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
 
 
-def make_tensors(launch: Launch, seed: int = 0, device: str = "cuda", storage: dict | None = None) -> dict:
+def make_tensors(launch: Launch, seed: int = 0, device: str = "cuda", storage: dict | None = None,
+                 zeroed: Collection[str] = ()) -> dict:
     """name -> a tensor in the launch's shape and strides; `storage`, if given, gets each one's flat buffer
-    (a view with stride 0, a broadcast bias, cannot be written through: restore copies the buffer)."""
+    (a view with stride 0, a broadcast bias, cannot be written through: restore copies the buffer).
+    Floating tensors named in `zeroed` are zeros (outputs a kernel adds into with atomics, which its host
+    zeroes: from random contents a right split-K config reads as wrong); the others keep their values."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -45,6 +48,8 @@ def make_tensors(launch: Launch, seed: int = 0, device: str = "cuda", storage: d
         span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride, strict=True) if s > 0)
         if dtype.is_floating_point:
             flat = torch.randn(span, device=device, generator=gen).to(dtype)
+            if t.name in zeroed:
+                flat.zero_()
         else:
             flat = torch.zeros(span, device=device, dtype=dtype)
             if t.values is not None:  # element i at the data pointer + i (TensorArg.values)
@@ -126,12 +131,13 @@ def timing_for(go) -> dict:
 
 
 def launch_measurer(fn, launch: Launch, grid: Callable[[Config], tuple[int, ...]], label: str,
-                    tol: float = 1e-2) -> Callable[[Config], float]:
-    """config -> median us; the first call's config (or the launch's) is the reference."""
+                    tol: float = 1e-2, zeroed: Collection[str] = ()) -> Callable[[Config], float]:
+    """config -> median us; the first call's config (or the launch's) is the reference. Tensors named in
+    `zeroed` start every run at zero (make_tensors)."""
     import torch
 
     pristine: dict = {}
-    make_tensors(launch, storage=pristine)
+    make_tensors(launch, storage=pristine, zeroed=zeroed)
     # The same seed again: equal values in the launch's own strides (a clone of a strided view with gaps
     # would come back contiguous, and the kernel indexes by the traced strides).
     buffers: dict = {}

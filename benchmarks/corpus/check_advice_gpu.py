@@ -480,7 +480,7 @@ def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, 
     that had not ramped, does not decide; RESULTS 21c's 17.5 us own config of a 2.2 us launch)."""
     import torch
     from measure import _base, compare
-    from replay import kernel_function, make_tensors, runner
+    from replay import accumulated, kernel_function, make_tensors, runner
 
     for case in cases:
         if time.time() > deadline:
@@ -494,7 +494,8 @@ def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, 
         row0 = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel}
         try:
             fn = kernel_function(case)
-            pristine, work = make_tensors(case), make_tensors(case)
+            zeroed = accumulated(case)
+            pristine, work = make_tensors(case, zeroed=zeroed), make_tensors(case, zeroed=zeroed)
         except Exception as exc:  # noqa: BLE001
             writer.writerow({**row0, "config": items[0][0].label, "roles": "own", "status": "error",
                              "note": f"setup: {type(exc).__name__}: {str(exc)[:200]}"})

@@ -42,6 +42,7 @@ from replay import (
     DATA,
     LIBRARIES,
     Case,
+    accumulated,
     arguments,
     extras_path,
     kernel_function,
@@ -229,7 +230,7 @@ def time_case(case: Case, variants: list, done: set, writer, fh, tol: float) -> 
     row0 = {"library": case.library, "launch_id": case.id, "index": case.index, "kernel": case.kernel}
     try:
         fn = kernel_function(case)
-        pristine = make_tensors(case)
+        pristine = make_tensors(case, zeroed=accumulated(case))
         work = make_tensors(case)  # the same seed: equal values in the launch's own strides
     except Exception as exc:
         for v in todo:

@@ -214,7 +214,18 @@ def kernel_function(case: Case):
 # ----------------------------------------------------------------------------------------------------
 # The arguments.
 # ----------------------------------------------------------------------------------------------------
-def make_tensors(case: Case, seed: int = 0) -> dict:
+def accumulated(case: Case) -> set[str]:
+    """The floating tensors the launch's kernel adds into with atomics (a split-K output), which its host
+    or an autotune pre-hook zeroes: the product starts its runs of them at zero (advisor.advice.stores),
+    and so does the check since 2026-11-24 (earlier rows called right split-K configs wrong)."""
+    from advisor.advice.stores import accumulated_outputs
+
+    names = accumulated_outputs(kernel_function(case)) or set()
+    return {t["name"] for t in case.entry.get("tensors", []) if t["name"] in names
+            and t["dtype"].startswith(("float", "bfloat"))}
+
+
+def make_tensors(case: Case, seed: int = 0, zeroed: set[str] = frozenset()) -> dict:
     import torch
 
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -226,6 +237,8 @@ def make_tensors(case: Case, seed: int = 0) -> dict:
         span = 1 + sum((s - 1) * st for s, st in zip(shape, stride) if s > 0)
         if dtype.is_floating_point:
             flat = torch.randn(span, device="cuda", generator=gen).to(dtype)
+            if t["name"] in zeroed:
+                flat.zero_()  # drawn all the same: the other tensors keep the values they had before
         else:
             flat = torch.zeros(span, device="cuda", dtype=dtype)
         view = torch.as_strided(flat, shape, stride)
