@@ -479,7 +479,7 @@ def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, 
     again: a config's `us` is the faster of its two timings (an upward outlier of one timing, a clock
     that had not ramped, does not decide; RESULTS 21c's 17.5 us own config of a 2.2 us launch)."""
     import torch
-    from measure import _base, compare
+    from measure import _base, compare, mismatch_note
     from replay import accumulated, kernel_function, make_tensors, runner
 
     for case in cases:
@@ -522,7 +522,7 @@ def time_launches(cases: list[Case], folder: Path, writer, fh, deadline: float, 
                     row.update(time_config(go), status="ok")
                     timed.append((row, go))
                 else:
-                    row.update(status="wrong")
+                    row.update(status="wrong", note=mismatch_note(work, reference))
             except Exception as exc:  # noqa: BLE001
                 first = str(exc).splitlines()[0][:200] if str(exc) else ""
                 row.update(status="error", note=f"{type(exc).__name__}: {first}")

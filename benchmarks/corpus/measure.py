@@ -53,6 +53,7 @@ from replay import (
     trace_path,
 )
 
+# CORPUS_KERNELS: only these kernels' launches (comma-separated names), e.g. to time them again into another file.
 # CORPUS_TIMINGS: another file (a held-out library's, or a second GPU's, kept apart from the H100 corpus rows)
 TIMINGS = Path(os.environ["CORPUS_TIMINGS"]) if os.environ.get("CORPUS_TIMINGS") else DATA / "timings.csv"
 LOGS = DATA / "logs"
@@ -104,10 +105,13 @@ def work_items(libraries: list[str], per_kernel: int, limit: int = 40) -> list[t
     `per_kernel` 0: the recorded config of every launch only. `limit`: variants per launch at most (the
     recorded config, then the list in its order)."""
     items, seen = [], {}
+    only = {k for k in os.environ.get("CORPUS_KERNELS", "").split(",") if k}  # a re-run of some kernels' rows
     for lib in libraries:
         if not stored(trace_path(lib)):
             continue
         for case in load_cases(lib):
+            if only and case.kernel not in only:
+                continue
             n = seen[(lib, case.kernel)] = seen.get((lib, case.kernel), 0) + 1
             variants = case.variants(limit)
             items.append((case, variants if n <= per_kernel else variants[:1]))
@@ -211,6 +215,25 @@ def compare(work: dict, reference: dict, tol: float) -> tuple[bool, float, float
     return worst_err <= tol and worst_int <= 0.01, worst_err, worst_int
 
 
+def mismatch_note(work: dict, reference: dict) -> str:
+    """Which tensors a wrong config's run left unlike the reference's, and how: the note of a `wrong` row."""
+    import torch
+
+    parts = []
+    for name, ref in reference.items():
+        out = _base(work[name])
+        if ref.numel() == 0 or torch.equal(out, ref):
+            continue
+        if ref.dtype.is_floating_point:
+            a, b = out.float(), ref.float()
+            fa, fb = torch.isfinite(a), torch.isfinite(b)
+            parts.append(f"{name}: {int((a != b).sum())} of {ref.numel()} differ, non-finite {int((~fa).sum())} "
+                         f"(reference {int((~fb).sum())})")
+        else:
+            parts.append(f"{name}: {int((out != ref).sum())} of {ref.numel()} differ")
+    return "; ".join(parts)[:300]
+
+
 def time_one(go) -> dict:
     from advisor.measure.timing import one_launch_us, time_launch
 
@@ -265,7 +288,7 @@ def time_case(case: Case, variants: list, done: set, writer, fh, tol: float) -> 
                 ok, err, mismatch = compare(work, reference, tol)
             row.update(rel_err=f"{err:.3g}", int_mismatch=f"{mismatch:.3g}")
             if not ok:
-                row["status"] = "wrong"
+                row.update(status="wrong", note=mismatch_note(work, reference))
             else:
                 row.update(time_one(go), status="ok")
         except Exception as exc:
