@@ -18,6 +18,8 @@ choice on all four libraries is printed too: the shipped constants are that one.
 shipped constants instead (chosen on all four libraries, so that table is not held out).
 
     python benchmarks/corpus/check_calibration.py [--fixed] [--rule offset] [--criterion log|mape]
+    CORPUS_HELD_OUT=1 python benchmarks/corpus/check_calibration.py --fixed \
+        --model-check benchmarks/corpus/data/model_check_held_out.csv --model "transfer (shipped)"
 
 `--rule offset`: the previous rule (kernel-wide offset only; third pick the widest band), for comparison.
 """
@@ -82,6 +84,7 @@ def calibrate(group: list[dict], rule: str = "neighbours", timings: int = TIMING
     measured = np.array([r["measured_us"] for r in group])
     choice = min(range(len(group)), key=lambda i: measured[i] if i in timed else mid[i])
     return {"ape": [abs(mid[i] / measured[i] - 1) for i in rest], "signed": [mid[i] / measured[i] - 1 for i in rest],
+            "ape_before": [abs(group[i]["predicted_us"] / measured[i] - 1) for i in rest],
             "covered": [lo[i] <= measured[i] <= hi[i] for i in rest],
             "regret": measured[choice] / measured.min()}
 
@@ -118,10 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rule", choices=("neighbours", "offset"), default="neighbours")
     parser.add_argument("--criterion", choices=("log", "mape"), default="log",
                         help="what the nested choice minimises on the other libraries")
+    parser.add_argument("--model-check", type=Path, default=MODEL_CHECK,
+                        help="held-out predictions (CSV); the held-out library's: data/model_check_held_out.csv")
+    parser.add_argument("--model", default=MODEL, help="the model column's value to read ('transfer (shipped)')")
     args = parser.parse_args(argv)
     from advisor.model import kernel_calibration as kc
 
-    groups = {gpu: launches(MODEL, MODEL_CHECK, gpu) for gpu in ("h100", "h200")}
+    groups = {gpu: launches(args.model, args.model_check, gpu) for gpu in ("h100", "h200")}
+    libraries = sorted({key.split("/")[0] for g in groups.values() for key in g}, key=lambda x: (x not in LIBRARIES, x))
     shipped = {name: getattr(kc, name) for name in GRID}
     per_lib: dict[tuple[str, str], list[dict]] = {}
     chosen: dict[str, dict] = {}
@@ -149,17 +156,19 @@ def main(argv: list[str] | None = None) -> int:
         with_constants(shipped)
     for held, values in chosen.items():
         print(f"chosen without {held}: {values}")
-    print("| GPU / library | launches | other configs | MAPE | launches' median MAPE | launches <= 6% | "
-          "80% band covers | top-1 <= 1.03 | top-1 <= 1.05 |")
+    print("| GPU / library | launches | other configs | MAPE before -> after | launches' median MAPE | "
+          "launches <= 6% | 80% band covers | top-1 <= 1.03 | top-1 <= 1.05 |")
     print("|---|---|---|---|---|---|---|---|---|")
     for gpu in groups:
-        for lib in (*LIBRARIES, "all"):
+        for lib in (*libraries, "all"):
             res = [r for (g, x), v in per_lib.items() if g == gpu and lib in ("all", x) for r in v]
             if not res:
                 continue
             regret = np.array([r["regret"] for r in res])
             each = np.array([np.mean(r["ape"]) for r in res])
-            print(f"| {gpu.upper()} {lib} | {len(res)} | {sum(len(r['ape']) for r in res)} | {mape(res):.1%} | "
+            before = float(np.mean([a for r in res for a in r["ape_before"]]))
+            print(f"| {gpu.upper()} {lib} | {len(res)} | {sum(len(r['ape']) for r in res)} | {before:.1%} -> "
+                  f"{mape(res):.1%} | "
                   f"{np.median(each):.1%} | {np.mean(each <= 0.06):.0%} | "
                   f"{np.mean([c for r in res for c in r['covered']]):.0%} | {np.mean(regret <= 1.03):.0%} | "
                   f"{np.mean(regret <= 1.05):.0%} |")
