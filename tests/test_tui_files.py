@@ -116,8 +116,6 @@ def test_each_style_of_kernel_file_opens_and_ranks_the_configs_of_a_typed_call(m
     """Every fixture of tests/fixtures/styles/ (tutorials 01-06, Liger, FlagGems, torchao), as a user opens it:
     its kernels listed, the call of test_kernel_files typed in the form, its launch captured and ranked."""
     kernels, call, launching, _ = STYLE_FILES[name]
-    if name == "torchao_style.py":  # a factory decorates its kernel during the call: as test_kernel_files says
-        monkeypatch.setenv("TRITON_INTERPRET", "0")
     app = make_app(FIXTURES / "styles" / name)
 
     async def scenario(pilot):
