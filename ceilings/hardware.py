@@ -47,6 +47,10 @@ class GPUSpec:
     max_blocks_per_sm: int = 32
     # Hopper runs warp-level mma.sync at a fraction of the warpgroup wgmma rate; 1.0 elsewhere.
     mma_sync_fraction: float = 1.0
+    # FP64 lanes per SM (DFMA, DADD, DMUL run on their own units, not the FP32 FMA pipe): 64 on GH100 and
+    # GB100 (34 TFLOP/s on an H100 SXM = 132 SMs x 1.98 GHz x 64 x 2), 32 on GA100, 2 (1/64 of FP32) on
+    # GA10x/AD10x and on the FP64-reduced H800 and H20 (1 TFLOP/s datasheet figures).
+    fp64_lanes: int = 64
     aliases: tuple[str, ...] = ()
     notes: str = ""
 
@@ -102,33 +106,33 @@ SPECS: tuple[GPUSpec, ...] = (
     # the H200s of this workplace (device tool, KINDS.md, 2026-10-28).
     _hopper("NVIDIA H200", 132, 1.98, 4.8, 60 * _MB, aliases=("h200", "h200-sxm")),
     # H800 SXM: H100 SXM compute and memory, reduced NVLink (datasheet).
-    _hopper("NVIDIA H800", 132, 1.98, 3.35, 50 * _MB, aliases=("h800",)),
+    _hopper("NVIDIA H800", 132, 1.98, 3.35, 50 * _MB, aliases=("h800",), fp64_lanes=2),
     # H20: 78 SMs, 148 TFLOP/s bf16 dense, 4.0 TB/s, 60 MB L2 (datasheet); per-SM tensor rate derived
     # as 148e12 / (78 x 1.98e9) = 958 FLOP/clk at an assumed 1.98 GHz (clock unpublished).
-    replace(_hopper("NVIDIA H20", 78, 1.98, 4.0, 60 * _MB, aliases=("h20",)),
+    replace(_hopper("NVIDIA H20", 78, 1.98, 4.0, 60 * _MB, aliases=("h20",), fp64_lanes=2),
             tensor_flops={"bf16": 958, "fp16": 958, "fp8": 1916, "tf32": 479, "int8": 1916},
             notes="tensor rate derived from the 148 TFLOP/s datasheet figure at an assumed 1.98 GHz"),
     # A100 SXM4: 108 SMs, 1.41 GHz, 312 TFLOP/s bf16 dense = 2048 FLOP/SM/clk, FP32 19.5 TFLOP/s =
     # 64 lanes, no fp8; 40 MB L2; 164 KB shared per SM, 163 KB per block (A100 whitepaper).
     _ampere_like("NVIDIA A100-SXM4-80GB", 80, 108, 1.41, 2048, None, 64, 2.039, 40 * _MB, 164 * _KB, 163 * _KB,
-                 64, 32, aliases=("a100", "a100-80gb", "a100-sxm4-80gb")),
+                 64, 32, aliases=("a100", "a100-80gb", "a100-sxm4-80gb"), fp64_lanes=32),
     _ampere_like("NVIDIA A100-SXM4-40GB", 80, 108, 1.41, 2048, None, 64, 1.555, 40 * _MB, 164 * _KB, 163 * _KB,
-                 64, 32, aliases=("a100-40gb", "a100-sxm4-40gb")),
+                 64, 32, aliases=("a100-40gb", "a100-sxm4-40gb"), fp64_lanes=32),
     # A10G (GA102): 80 SMs, 1.71 GHz; GA10x tensor cores do 1024 bf16 FLOP/SM/clk and 128 FP32 lanes
     # (GA102 whitepaper); 600 GB/s, 6 MB L2; 100 KB shared per SM, 99 KB per block; 48 warps, 16 blocks.
     _ampere_like("NVIDIA A10G", 86, 80, 1.71, 1024, None, 128, 0.6, 6 * _MB, 100 * _KB, 99 * _KB, 48, 16,
-                 aliases=("a10g",)),
+                 fp64_lanes=2, aliases=("a10g",)),
     # L4 (AD104): 58 SMs, 2.04 GHz, 121 TFLOP/s bf16 / 242 fp8 dense, 300 GB/s, 48 MB L2 (datasheet;
     # Ada whitepaper: 100 KB shared per SM, 48 warps, 24 blocks).
     _ampere_like("NVIDIA L4", 89, 58, 2.04, 1024, 2048, 128, 0.3, 48 * _MB, 100 * _KB, 99 * _KB, 48, 24,
-                 aliases=("l4",)),
+                 fp64_lanes=2, aliases=("l4",)),
     # L40S (AD102): 142 SMs, 2.52 GHz, 362 TFLOP/s bf16 / 733 fp8 dense, 864 GB/s, 96 MB L2 (datasheet).
     _ampere_like("NVIDIA L40S", 89, 142, 2.52, 1024, 2048, 128, 0.864, 96 * _MB, 100 * _KB, 99 * _KB, 48, 24,
-                 aliases=("l40s",)),
+                 fp64_lanes=2, aliases=("l40s",)),
     # RTX 4090 (AD102): 128 SMs, 2.52 GHz; GeForce Ada runs fp32-accumulate tensor math at half rate:
     # 165 TFLOP/s bf16 = 512 FLOP/SM/clk, fp8 1024 (Ada whitepaper); 1.008 TB/s, 72 MB L2.
     _ampere_like("NVIDIA GeForce RTX 4090", 89, 128, 2.52, 512, 1024, 128, 1.008, 72 * _MB, 100 * _KB, 99 * _KB,
-                 48, 24, aliases=("rtx4090", "4090", "rtx 4090")),
+                 48, 24, fp64_lanes=2, aliases=("rtx4090", "4090", "rtx 4090")),
     # B200: 148 SMs, 2.25 PFLOP/s bf16 dense (HGX B200 datasheet) = 8192 FLOP/SM/clk at ~1.86 GHz;
     # 8 TB/s HBM3e; 228 KB shared per SM. L2 size and boost clock are not published: clock derived,
     # L2 size unknown.
@@ -228,6 +232,7 @@ class Rates:
     tensor_tflops: dict[str, float | None]   # chip-wide dense rates at `clock_ghz`, or calibrated
     fma_tflops: float
     alu_ginst: float                          # warp instructions per second, chip-wide, x 1e-9
+    fp64_ginst: float
     xu_ginst: float
     lsu_ginst: float
     smem_tbs: float
@@ -281,7 +286,7 @@ def rates_for(gpu_name: str, calibration: Calibration | None = None, calibration
     return Rates(spec=spec, clock_ghz=clock, tensor_tflops=tensor, fma_tflops=fma,
                  alu_ginst=spec.int32_lanes / 32 * chip / 1e9, xu_ginst=xu, lsu_ginst=spec.lsu_lanes / 32 * chip / 1e9,
                  smem_tbs=spec.smem_bytes_per_clock * chip / 1e12, l2_tbs=l2, dram_tbs=dram, launch_us=launch,
-                 source=source,
+                 fp64_ginst=spec.fp64_lanes / 32 * chip / 1e9, source=source,
                  empty_kernel_us=dict(calibration.empty_kernel_us) if (calibration and use_calibration) else {})
 
 

@@ -38,7 +38,8 @@ from ceilings.hardware import GPUSpec, Rates
 from ceilings.latency_floor import empty_kernel_floor
 
 # "issue" and "chain" come last so that the positions of the others (the model's binding_index) stay.
-PIPELINES = ("tensor", "fma", "alu", "xu", "lsu", "smem", "l2", "dram", "launch", "issue", "chain")
+# fp64 last: a model's `binding_index` feature is a pipeline's place in this tuple.
+PIPELINES = ("tensor", "fma", "alu", "xu", "lsu", "smem", "l2", "dram", "launch", "issue", "chain", "fp64")
 # Warp schedulers (SM sub-partitions) per SM, each issuing at most one warp instruction a cycle: Volta
 # to Blackwell (the Volta, Ampere and Hopper architecture whitepapers: "four processing blocks").
 SUB_PARTITIONS = 4
@@ -143,7 +144,7 @@ class Ceiling:
         return doc
 
 
-_DETAIL_PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma")
+_DETAIL_PIPES = ("tensor", "fma", "alu", "xu", "lsu", "fp64", "uniform", "cbu", "adu", "tma")
 
 
 def demand_detail(demand: Demand) -> dict:
@@ -272,6 +273,9 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
         "dram": dram_bytes / (rates.dram_tbs * 1e12) * 1e6,
         "launch": rates.launch_us,
     }
+    fp64_us = issue_us("fp64", rates.fp64_ginst * 1e9)
+    if fp64_us > 0:  # a pipeline only kernels with FP64 instructions use: listed where it has work
+        pipelines["fp64"] = fp64_us
     issue_us, chain_us = issue_floors(demand, spec)
     if issue_us is not None:  # the generic path's; the exact families' ceilings keep their pipelines
         pipelines.update(issue=issue_us, chain=chain_us)

@@ -37,6 +37,10 @@ from dataclasses import dataclass, field
 #   compares and min/max; I2FP (the sm_86+ int-to-FP32 conversion) too: on the corpus's ncu counts
 #   the XU held MUFU alone where a kernel had both (issue 14).
 # - XU: transcendentals (MUFU) and the other int<->float conversions.
+# - FP64: "the FP64 pipe executes FP64 instructions" (NVIDIA's answer on the forum for GV100; on GH100 the FP64
+#   units share a dispatch port with the tensor cores, not the FMA pipe): DFMA, DADD, DMUL, DSETP, DMNMX. On
+#   FMA they made torchao's float64-dividing quantisers' FMA count 1.35-1.74x ncu's (RESULTS 36), and FMA time
+#   (FFMA + DFMA at the FP32 rate) could exceed the true max(FFMA at FP32's, DFMA at FP64's): no floor.
 # - ADU (address divergence unit): "branches/jumps and indexed constant loads" and "block-level
 #   barrier instructions" (BAR; seen on a layer-norm kernel, issue 14). Not on the LSU: there the
 #   fused-MoE kernel's exact SASS (RESULTS section 6) matched ncu on 24 of 24 launches without BAR
@@ -57,8 +61,9 @@ PIPE_OF_OPCODE: dict[str, str] = {}
 for _pipe, _ops in {
     "tensor": "HGMMA HMMA QGMMA IGMMA BGMMA IMMA BMMA DMMA UTCHMMA UTCQMMA UTCIMMA UTCMMA",
     "fma": "FFMA FADD FMUL FFMA32I FADD32I FMUL32I FSWZADD HFMA2 HADD2 HMUL2 IMAD IMUL IMAD32I IDP "
-           "DFMA DADD DMUL FCHK VIADD",
-    "alu": "IADD3 IADD IADD32I LOP3 LOP LOP32I SHL SHR ISETP FSETP PSETP HSETP2 DSETP SEL FSEL IMNMX "
+           "FCHK VIADD",
+    "fp64": "DFMA DADD DMUL DSETP DMNMX",
+    "alu": "IADD3 IADD IADD32I LOP3 LOP LOP32I SHL SHR ISETP FSETP PSETP HSETP2 SEL FSEL IMNMX "
            "VIADDMNMX FMNMX HMNMX2 SGXT PRMT BMSK F2FP MOV MOV32I P2R R2P PLOP3 CSET CSETP ISCADD "
            "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR LEA SHF IABS VIMNMX I2FP",
     "xu": "MUFU I2F F2I F2F FRND I2I F2IP POPC",

@@ -67,7 +67,7 @@ from ceilings.sass import (
 from ceilings.ttir_eval import KernelIR
 from ceilings.unroll import BODY_WORK, unroll_shares
 
-PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma", "other")
+PIPES = ("tensor", "fma", "alu", "xu", "lsu", "uniform", "cbu", "adu", "tma", "fp64", "other")
 # "local": warp instructions that access local memory (LDL/STL: register spills), also counted in "lsu".
 # "issued": every warp instruction the kernel function issues (BRA, NOP and DEPBAR too, which count in no
 # pipeline); "issue_cycles": the least cycles between each and the warp's next (`Instruction.issue_cycles`);

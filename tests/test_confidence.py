@@ -75,8 +75,8 @@ def test_training_rows_are_inside_and_displaced_rows_outside(shipped):
     # The same launches with more work per CTA, more registers and lower occupancy than any training row
     # pairs them with: four spreads of each.
     for name in ("log_flops_per_cta", "registers", "ctas_per_sm"):
-        j = FEATURES.index(name)
-        moved[:, j] += 4 * shipped.support.scale[j] * (-1 if name == "ctas_per_sm" else 1)
+        j = FEATURES.index(name)  # the row's column; the support's, the model's own feature order
+        moved[:, j] += 4 * shipped.support.scale[shipped.features.index(name)] * (-1 if name == "ctas_per_sm" else 1)
     assert shipped.outside(moved).mean() > 0.9
     notes = shipped.outside_notes(moved[:3])
     assert all(n and "outside the model's data" in n[0] for n in notes)

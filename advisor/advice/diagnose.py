@@ -75,7 +75,7 @@ LOAD_LATENCY_CYCLES = {90: {"dram": 480.0, "l2": 260.0}}
 DEPENDENT_ISSUE_CYCLES = 4.0
 _SOFTWARE_DIVISION = re.compile(r"__cuda_sm\d+x?_(?:div|rem)_[su]64")
 _INPUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "tf32": 4}
-_SM_KEYS = ("tensor", "fma", "alu", "xu", "lsu", "smem")
+_SM_KEYS = ("tensor", "fma", "alu", "xu", "lsu", "fp64", "smem")
 
 
 @dataclass
@@ -253,7 +253,7 @@ def _per_sm_rate(key: str, demand: Demand, rates) -> float | None:
         kind = spec.mma_sync_fraction if demand.tensor_kind == "mma_sync" else 1.0
         return chip * kind * 1e12 / spec.sms
     chip = {"fma": rates.fma_tflops * 1e12 / 2 / 32, "alu": rates.alu_ginst * 1e9, "xu": rates.xu_ginst * 1e9,
-            "lsu": rates.lsu_ginst * 1e9, "smem": rates.smem_tbs * 1e12}[key]
+            "lsu": rates.lsu_ginst * 1e9, "fp64": rates.fp64_ginst * 1e9, "smem": rates.smem_tbs * 1e12}[key]
     return chip / spec.sms
 
 

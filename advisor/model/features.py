@@ -49,7 +49,7 @@ DEFAULT_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if f not in TRANSF
 # Loaded DRAM latency assumed for the latency-bandwidth product. Only its order matters: within one GPU
 # a constant factor shifts the feature by a constant, which a tree split does not see.
 _DRAM_LATENCY_S = 600e-9
-_ISSUE_PIPES = ("fma", "alu", "xu", "lsu")
+_ISSUE_PIPES = ("fma", "alu", "xu", "lsu", "fp64")  # fp64: on "fma" before it had a pipe of its own
 # Phrases of the generic path's notes (ceilings/demand.py, sass.py, sass_map.py), as flags.
 _NOTE_FLAGS = {
     "note_counted_once": ("counted once", "counts it 0 times", "counts what follows 0 times"),
@@ -60,6 +60,12 @@ _NOTE_FLAGS = {
 
 def _log(x: float | None) -> float:
     return math.log(x) if x and x > 0 else -20.0
+
+
+def stored_feature(row: dict[str, float], name: str) -> float:
+    """A feature of a row stored before the feature existed takes the value of a launch without that work
+    (log of nothing, a zero share): rows stored before the FP64 pipe (RESULTS 37) counted its work on "fma"."""
+    return float(row.get(name, _log(None) if name.startswith("log_") else 0.0))
 
 
 def tile_sizes(config: Config) -> dict[str, float]:

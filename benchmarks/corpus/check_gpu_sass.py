@@ -52,7 +52,8 @@ def compile_shard(shard: int, shards: int) -> None:
     import torch
     from replay import Case, arguments, kernel_function, load_cases, make_tensors
 
-    with open(HERE / "data" / "ncu.csv") as f:
+    part = "_held_out" if os.environ.get("CORPUS_HELD_OUT") == "1" else ""  # as check_points.PART, unimported here
+    with open(HERE / "data" / f"ncu{part}.csv") as f:
         todo = [(r["library"], r["launch_id"]) for r in csv.DictReader(f)][shard::shards]
     cases: dict[str, dict] = {}
     out = []

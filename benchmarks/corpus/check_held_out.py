@@ -31,11 +31,11 @@ GPUS = ("h100", "h200")
 
 
 def predictions(rows: list[dict], fitted_rows: list[dict]) -> list[dict]:
-    from advisor.model.features import FEATURES
+    from advisor.model.features import FEATURES, stored_feature
     from advisor.model.transfer import TransferModel
 
     model = TransferModel.load()
-    x = np.array([[r["features"][f] for f in FEATURES] for r in rows], dtype=np.float32)
+    x = np.array([[stored_feature(r["features"], f) for f in FEATURES] for r in rows], dtype=np.float32)
     ceiling = np.array([r["ceiling_us"] for r in rows])
     mid, lo, hi = model.predict_us(ceiling, x)
     sd = model.meta.get("ranking_sd")

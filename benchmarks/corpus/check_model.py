@@ -109,9 +109,9 @@ def corpus_rows() -> list[dict]:
 
 
 def matrix(rows: list[dict]) -> np.ndarray:
-    from advisor.model.features import FEATURES
+    from advisor.model.features import FEATURES, stored_feature
 
-    return np.array([[r["features"][f] for f in FEATURES] for r in rows], dtype=np.float32)
+    return np.array([[stored_feature(r["features"], f) for f in FEATURES] for r in rows], dtype=np.float32)
 
 
 def corpus_dataset(rows: list[dict]):

@@ -63,9 +63,9 @@ def rows_of(gpu: str, held_out: bool = False) -> list[dict]:
 
 
 def arrays(rows: list[dict]):
-    from advisor.model.features import FEATURES
+    from advisor.model.features import FEATURES, stored_feature
 
-    x = np.array([[r["features"][f] for f in FEATURES] for r in rows], dtype=np.float32)
+    x = np.array([[stored_feature(r["features"], f) for f in FEATURES] for r in rows], dtype=np.float32)
     y = np.array([math.log(r["measured_us"] / r["ceiling_us"]) for r in rows])
     return x, y, np.array([r["library"] for r in rows])
 
