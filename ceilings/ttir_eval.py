@@ -660,13 +660,23 @@ def _evaluate(op: str, rest: str, env: Mapping[str, object], pids, num_programs,
 
 
 def _load_scalar(body: str, env: Mapping[str, object], values: Mapping[str, Sequence[int]]):
-    """A scalar load from a tensor whose contents the launch carries, at offsets known per CTA."""
+    """A scalar load from a tensor whose contents the launch carries, at offsets known per CTA; a masked one
+    (`tl.load(offsets + pid - 1, mask=pid > 0, other=0)`: a group's start, read from its predecessor's end)
+    takes `other` where its known mask is off, and reads only where it is on."""
     operands = _VALUE.findall(body.split(" : ")[0])
-    pointer = env.get(operands[0][1:]) if len(operands) == 1 else None
+    pointer = env.get(operands[0][1:]) if operands else None
     if not isinstance(pointer, _Pointer) or pointer.offset is None or pointer.argument not in values:
         return None
-    contents = np.asarray(values[pointer.argument], dtype=np.int64)
-    offset = pointer.offset
-    if offset.size == 0 or np.any(offset < 0) or np.any(offset >= len(contents)):
+    mask = env.get(operands[1][1:]) if len(operands) >= 2 else np.asarray(True)
+    other = env.get(operands[2][1:]) if len(operands) == 3 else None
+    if len(operands) > 3 or not isinstance(mask, np.ndarray):
         return None
-    return contents[offset]
+    contents = np.asarray(values[pointer.argument], dtype=np.int64)
+    offset, on = np.broadcast_arrays(pointer.offset, mask.astype(bool))
+    if offset.size == 0 or (not np.all(on) and not isinstance(other, np.ndarray)):
+        return None  # a masked load without `other` leaves the lanes it skips undefined
+    read = offset[on]
+    if np.any(read < 0) or np.any(read >= len(contents)):
+        return None
+    out = np.where(on, contents[np.clip(offset, 0, len(contents) - 1)], 0 if other is None else other)
+    return out.astype(np.int64)

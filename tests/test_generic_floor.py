@@ -63,6 +63,20 @@ def test_a_bound_read_from_memory_uses_the_carried_values_or_floors_to_no_work()
     assert any("early exit" in n and "not determined by the launch" in n for n in d.notes)
 
 
+def test_loop_bounds_from_a_masked_load_of_carried_offsets_are_evaluated():
+    """A group's rows run from its predecessor's end (a masked load: `other` for the first group) to its own:
+    torchao's jagged-group fp8 scale kernels counted 0.16-0.39x of Nsight Compute's FMA and ALU when such
+    bounds were taken at their least (RESULTS 36-37)."""
+    ends = (100, 100, 250, 600)  # groups of 100, 0, 150 and 350 rows
+    offsets = TensorArg("offsets_ptr", (4,), "int32", (1,), values=ends)
+    d = generic_demand(launch("jagged_groups", (4,), (600, BLOCK), {"n_cols": BLOCK}, [offsets]))
+    assert d.instructions("xu") == 600 * BLOCK / 32  # one MUFU.EX2 per element of every row of every group
+    assert d.busiest_sm_work("xu", 132) == 350 * BLOCK / 32  # the largest group's CTA
+    unknown = TensorArg("offsets_ptr", (4,), "int32", (1,))
+    assert generic_demand(launch("jagged_groups", (4,), (600, BLOCK), {"n_cols": BLOCK}, [unknown])
+                          ).instructions("xu") == 0  # without the values, the least work: none
+
+
 # --- loops ----------------------------------------------------------------------------------------
 def test_a_grid_stride_loop_gets_its_trip_count_per_cta():
     d = generic_demand(launch("strided_rows", (132,), (1000, BLOCK), {"n_rows": 1000, "n_cols": BLOCK}))
