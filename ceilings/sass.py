@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 #   IMUL" and fast FP32-to-FP16 conversion (F2FP): so LEA, SHF, IABS, VIMNMX are ALU, as are FP32
 #   compares and min/max; I2FP (the sm_86+ int-to-FP32 conversion) too: on the corpus's ncu counts
 #   the XU held MUFU alone where a kernel had both (issue 14).
-# - XU: transcendentals (MUFU) and the other int<->float conversions.
+# - XU: transcendentals (MUFU) and the other int<->float conversions; and FCHK, the range check of an IEEE
+#   division (`tl.div_rn`) before its reciprocal: on FMA, torchao's blockwise quantisers counted FMA one a warp
+#   over ncu's and XU one a warp short (0.80-0.91x); on XU both match exactly (RESULTS 37 item 11).
 # - FP64: "the FP64 pipe executes FP64 instructions" (NVIDIA's answer on the forum for GV100; on GH100 the FP64
 #   units share a dispatch port with the tensor cores, not the FMA pipe): DFMA, DADD, DMUL, DSETP, DMNMX. On
 #   FMA they made torchao's float64-dividing quantisers' FMA count 1.35-1.74x ncu's (RESULTS 36), and FMA time
@@ -61,12 +63,12 @@ PIPE_OF_OPCODE: dict[str, str] = {}
 for _pipe, _ops in {
     "tensor": "HGMMA HMMA QGMMA IGMMA BGMMA IMMA BMMA DMMA UTCHMMA UTCQMMA UTCIMMA UTCMMA",
     "fma": "FFMA FADD FMUL FFMA32I FADD32I FMUL32I FSWZADD HFMA2 HADD2 HMUL2 IMAD IMUL IMAD32I IDP "
-           "FCHK VIADD",
+           "VIADD",
     "fp64": "DFMA DADD DMUL DSETP DMNMX",
     "alu": "IADD3 IADD IADD32I LOP3 LOP LOP32I SHL SHR ISETP FSETP PSETP HSETP2 SEL FSEL IMNMX "
            "VIADDMNMX FMNMX HMNMX2 SGXT PRMT BMSK F2FP MOV MOV32I P2R R2P PLOP3 CSET CSETP ISCADD "
            "FLO BREV IMNMX3 VABSDIFF VABSDIFF4 BFE BFI CS2R R2UR LEA SHF IABS VIMNMX I2FP",
-    "xu": "MUFU I2F F2I F2F FRND I2I F2IP POPC",
+    "xu": "MUFU I2F F2I F2F FRND I2I F2IP POPC FCHK",
     "lsu": "LDG STG LDS STS LD ST LDL STL LDSM LDGSTS ATOM ATOMS ATOMG RED REDG CCTL CCTLL MEMBAR "
            "SHFL MATCH QSPC LDGDEPBAR STSM FENCE",
     "uniform": "UIADD3 ULEA USHF USEL ULOP3 ULOP UIMAD USGXT UPRMT UFLO UPOPC UBREV UBMSK "

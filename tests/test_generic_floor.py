@@ -153,6 +153,15 @@ def test_the_float64_division_full_routine_is_not_counted():
     assert d.instructions("fp64") > 0  # the inline DFMA refinement stays
 
 
+def test_an_ieee_division_checks_its_range_on_the_xu_pipe():
+    """FCHK on XU, as Nsight Compute counts it: torchao's quantisers' XU counts were one a warp short and their
+    FMA counts one over while it sat on FMA (RESULTS 37 item 11)."""
+    instructions = [i for f in parse_sass(compile_launch(launch("rn_division", (4,), (4, BLOCK), {"n_cols": 1000}))
+                                          .sass).values() for i in f.instructions]
+    assert {i.pipe for i in instructions if i.opcode == "FCHK"} == {"xu"}
+    assert any(i.opcode == "MUFU" for i in instructions)
+
+
 def test_float64_instructions_run_on_their_own_pipe_at_its_rate():
     """DFMA/DADD/DMUL/DSETP on the FP64 pipe (64 lanes per SM on an H100: half the FP32 rate), not on FMA:
     torchao's float64-dividing quantisers had FMA counts 1.35-1.74x Nsight Compute's (RESULTS 36)."""
