@@ -487,3 +487,31 @@ def test_real_program_leaves_within_a_second_during_a_cold_compile(tmp_path):
         took = time.monotonic() - pressed
         assert "EXIT=0" in screen
         assert took < 1.0, f"took {took:.2f} s to leave"
+
+
+def test_the_form_offers_the_functions_that_launch_not_the_factory_that_builds():
+    """torchao's blockwise file: its kernels are built by `_build_triton_impls()` and launched through the
+    result (`impls.act_quant[grid](...)`); the form offered the factory, whose call launches nothing."""
+    from tui.launches import host_calls
+
+    source = '''
+def _build_impls():
+    @triton.jit
+    def quant_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        pass
+    return Impls(quant=quant_kernel)
+
+
+def _impls():
+    return _build_impls()
+
+
+def quantize(x: torch.Tensor, block_size: int = 128):
+    impls = _impls()
+    impls.quant[(x.numel() // block_size,)](x, x, BLOCK=block_size)
+
+
+def _quantize_rows(x):
+    quantize(x)
+'''
+    assert host_calls(source, ["quant_kernel"]) == ["quantize(x, block_size=128)"]

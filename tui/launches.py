@@ -225,22 +225,28 @@ def call_hint(model: FileModel) -> str:
 
 
 def host_calls(source: str, kernels) -> list[str]:
-    """The file's top-level functions that name one of `kernels` in their body, as signatures a person
-    types a call of (`matmul(a, b, activation='')`): the functions a `--call` can name."""
+    """The file's top-level functions a person would call to launch its kernels, as signatures to type a
+    call of (`matmul(a, b, activation='')`): those naming a kernel or launching one (`x[grid](...)`, a kernel
+    a factory built: torchao's `impls.act_quant[grid](x, y, s)`), public names first; not a factory that
+    defines the kernels inside itself (torchao's `_build_triton_impls()` launches nothing)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    out = []
+    public, private = [], []
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef) or node.name in kernels:
             continue
-        named = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-        if named & set(kernels):
+        inner = list(ast.walk(node))[1:]
+        if any(isinstance(n, ast.FunctionDef) and n.name in kernels for n in inner):
+            continue  # a factory: it defines the kernels, a call of it launches none
+        named = {n.id for n in inner if isinstance(n, ast.Name)}
+        launches = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) for n in inner)
+        if named & set(kernels) or launches:
             args = ast.unparse(node.args).replace(": torch.Tensor", "")
             args = re.sub(r":\s*[A-Za-z_.\[\]| ]+(?=[,=]|$)", "", args)  # annotations say nothing to type
-            out.append(f"{node.name}({args})")
-    return out
+            (private if node.name.startswith("_") else public).append(f"{node.name}({args})")
+    return public + private
 
 
 def looks_like_call(text: str) -> bool:
