@@ -365,8 +365,11 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
     backend = make_backend(target)
     args, kwargs = launch_arguments(fn, launch)
     kwargs.update(num_warps=launch.config.num_warps, num_stages=launch.config.num_stages)
+    # The binder's first use imports Triton's gluon package, which checks that the process interprets when
+    # Triton's library was built so: bind with the variable as it was then.
+    interpreted = _env(TRITON_INTERPRET="1") if _set_up_to_interpret() else contextlib.nullcontext()
     try:
-        with _quiet_knob_warnings():
+        with _quiet_knob_warnings(), interpreted:
             options, signature, constexprs, attrs = _binder_and_pack(fn, backend, args, kwargs)
     except (TypeError, ValueError, KeyError) as exc:  # Triton's binder refusing an argument of the launch
         raise AdvisorError(f"{launch.kernel}: the launch's arguments do not bind to the kernel's parameters "
@@ -431,7 +434,18 @@ def gpu_here(arch: int) -> bool:
 
 
 def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """Whether this process cannot compile in place: TRITON_INTERPRET is set, or was when Triton was imported."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or _set_up_to_interpret()
+
+
+def _set_up_to_interpret() -> bool:
+    """Whether Triton was imported for the CPU interpreter: its own library functions (tl.cdiv and the like)
+    were then built as interpreted ones, whatever TRITON_INTERPRET says now (a `--call` turns it off while it
+    runs host code that decorates kernels, advisor.capture.call)."""
+    import triton.language.standard as standard
+    from triton.runtime.jit import JITFunction
+
+    return not isinstance(standard.cdiv, JITFunction)
 
 
 _CHILD = """
