@@ -287,3 +287,36 @@ def test_a_tile_that_sets_a_programs_share_of_an_unexplained_axis_is_not_ranked(
     assert "BINS" in (rule.unknown_grid(launch.config.replace(BINS=32)) or "")
     assert rule.unknown_grid(Config(launch.config.params, 8, 4)) is None  # warps and stages move no grid
     assert any("scales a program id by BINS, TILE_N" in n for n in rule.notes())
+
+
+# ------------------------------------------------------------------------------ a tile a loop walks
+
+EXPERT_CAST = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def expert_cast_kernel(x_ptr, y_ptr, K, N, BLOCK_SIZE_K: tl.constexpr, BLOCK_SIZE_N: tl.constexpr):
+    e = tl.program_id(0)
+    n = tl.program_id(1) * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    for k0 in range(0, K, BLOCK_SIZE_K):
+        k = k0 + tl.arange(0, BLOCK_SIZE_K)
+        x = tl.load(x_ptr + e * K * N + k[:, None] * N + n[None, :])
+        tl.store(y_ptr + e * K * N + k[:, None] * N + n[None, :], x * 2.0)
+'''
+
+
+def test_a_tile_the_kernel_walks_its_size_by_explains_no_grid_axis(tmp_path):
+    """torchao's colwise fp8 cast, in this shape: a program per expert (E = 128) walks K = 2048 in steps of
+    BLOCK_SIZE_K = 128, and 128 = cdiv(2048, 128) x 8 by coincidence; the rule read the expert axis as following
+    BLOCK_SIZE_K, so BLOCK_SIZE_K = 256 would launch 64 experts' programs instead of 128 (RESULTS 37)."""
+    path = tmp_path / "expert_cast.py"
+    path.write_text(EXPERT_CAST)
+    experts, k, n = 128, 2048, 768
+    launch = Launch(str(path), "expert_cast_kernel", (experts, n // 64),
+                    (_t("x_ptr", experts, k, n), _t("y_ptr", experts, k, n)), (("K", k), ("N", n)), (),
+                    Config({"BLOCK_SIZE_K": 128, "BLOCK_SIZE_N": 64}, 4, 3))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK_SIZE_K=256)) == (experts, n // 64)
+    assert rule.grid(launch.config.replace(BLOCK_SIZE_N=128)) == (experts, n // 128)  # the grid tile still moves

@@ -285,11 +285,34 @@ def grid_stride_axes(kernel: ast.FunctionDef | None) -> set[int]:
     return strided
 
 
+def walked_tiles(kernel: ast.FunctionDef | None, launch: Launch, spellings: Sequence[str] = SIZE_SPELLINGS) -> set[str]:
+    """The tiles the kernel walks its named size by in a loop (`for k in range(0, K, BLOCK_SIZE_K)`): each
+    program covers that size whole, so cdiv(size, tile) counts no programs of the grid, whatever the numbers
+    say (torchao's colwise fp8 cast: E = 128 experts read as cdiv(K = 2048, BLOCK_SIZE_K = 128) x 8, RESULTS 37)."""
+    if kernel is None:
+        return set()
+    walked = set()
+    loops = [n for n in ast.walk(kernel) if isinstance(n, ast.Call) and _callee(n) in ("range", "static_range")
+             and len(n.args) >= 3]
+    for name in launch.config.params:
+        m = TILE_PARAM.match(name)
+        if not m:
+            continue
+        sizes = {spelling.format(x=m.group(3).lower()) for spelling in spellings}
+        for loop in loops:
+            stop, step = loop.args[1], loop.args[2]
+            if {n.lower() for n in _names(stop)} & sizes and name in _names(step):
+                walked.add(name)
+    return walked
+
+
 def launch_rule(launch: Launch) -> LaunchRule:
     """The launch rule of a recorded launch: which tiles divide which grid axis, and its padded sizes."""
-    kernel = _kernel_def(launch)  # the source, parsed once for both of its questions
+    kernel = _kernel_def(launch)  # the source, parsed once for its questions
     persistent = {a for a in grid_stride_axes(kernel) if a < len(launch.grid)}
-    tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)]
+    walked = walked_tiles(kernel, launch)
+    tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)
+                                                        if n not in walked]
     padded = padded_sizes(launch, {n for n, _ in tiles})
     inferred = [(p.tile, p.value) for p in padded]
     tiles += inferred
