@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from advisor.advice.launch_rule import launch_rule
 from advisor.advice.tile_roles import covering_tiles
 from ceilings.compile import load_kernel
@@ -320,3 +322,38 @@ def test_a_tile_the_kernel_walks_its_size_by_explains_no_grid_axis(tmp_path):
     rule = launch_rule(launch)
     assert rule.grid(launch.config.replace(BLOCK_SIZE_K=256)) == (experts, n // 64)
     assert rule.grid(launch.config.replace(BLOCK_SIZE_N=128)) == (experts, n // 128)  # the grid tile still moves
+
+
+ROW_SUM = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def row_sum_kernel(x_ptr, y_ptr, N, TILE_N: tl.constexpr, ONE_TILE_PER_CTA: tl.constexpr):
+    row = tl.program_id(0)
+    if ONE_TILE_PER_CTA:
+        cols = tl.arange(0, TILE_N)
+        total = tl.sum(tl.load(x_ptr + row * N + cols, mask=cols < N, other=0.0), axis=0)
+    else:
+        acc = tl.zeros((TILE_N,), dtype=tl.float32)
+        for start in range(0, N, TILE_N):
+            cols = start + tl.arange(0, TILE_N)
+            acc += tl.load(x_ptr + row * N + cols, mask=cols < N, other=0.0)
+        total = tl.sum(acc, axis=0)
+    tl.store(y_ptr + row, total)
+'''
+
+
+@pytest.mark.parametrize("one_tile", [True, False])
+def test_a_tile_is_covering_on_the_side_of_a_constexpr_branch_the_launch_takes(tmp_path, one_tile):
+    """FlagGems' row sum in the style written here: with ONE_TILE_PER_CTA (the host sets it when TILE_N >= N) each
+    program covers its row in one tile, and a smaller TILE_N sums part of it; the loop on the other side of the
+    branch made TILE_N read as a loop tile, and `suggest` proposed TILE_N=2048 for N = 4096 (RESULTS 37)."""
+    path = tmp_path / "row_sum.py"
+    path.write_text(ROW_SUM)
+    rows, n = 8192, 4096
+    launch = Launch(str(path), "row_sum_kernel", (rows,), (_t("x_ptr", rows, n), _t("y_ptr", rows)), (("N", n),),
+                    (("ONE_TILE_PER_CTA", one_tile),), Config({"TILE_N": 4096 if one_tile else 1024}, 8, 3))
+    covering = covering_tiles(load_kernel(str(path), "row_sum_kernel"), launch.config.params, launch_rule(launch))
+    assert covering == ({"TILE_N"} if one_tile else set())

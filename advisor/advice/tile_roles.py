@@ -49,15 +49,42 @@ def _tainted(fn_def: ast.FunctionDef, name: str) -> set[str]:
     return tainted
 
 
-def _loops_over(fn, param: str, depth: int = 0) -> bool | None:
-    """Whether the JIT function `fn` walks a dimension in steps of its parameter `param`; None when its
-    source cannot be read."""
+def _branch_taken(test: ast.AST, constants: dict) -> bool | None:
+    """The value of an `if` test on a constexpr of the launch (`if ONE_TILE_PER_CTA:`, `if not EVEN_K:`);
+    None when it is not one."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _branch_taken(test.operand, constants)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Name) and isinstance(constants.get(test.id), bool | int):
+        return bool(constants[test.id])
+    return None
+
+
+def _live_nodes(fn_def: ast.FunctionDef, constants: dict):
+    """The nodes of a kernel, as ast.walk gives them, but only the side of an `if` on a launch constexpr
+    that the launch takes: FlagGems' row sum walks the row in TILE_N steps only when ONE_TILE_PER_CTA is
+    false, and covers it in one tile of TILE_N when it is true (as the host sets it for its TILE_N)."""
+    todo = [fn_def]
+    while todo:
+        node = todo.pop()
+        yield node
+        taken = _branch_taken(node.test, constants) if isinstance(node, ast.If) else None
+        if taken is None:
+            todo.extend(ast.iter_child_nodes(node))
+        else:
+            todo.append(node.test)
+            todo.extend(node.body if taken else node.orelse)
+
+
+def _loops_over(fn, param: str, depth: int = 0, constants: dict | None = None) -> bool | None:
+    """Whether the JIT function `fn` walks a dimension in steps of its parameter `param` (on the sides of
+    constexpr branches the launch's `constants` take); None when its source cannot be read."""
     found = kernel_def(fn)
     if found is None:
         return None
     fn_def, module_globals = found
     tainted = _tainted(fn_def, param)
-    for node in ast.walk(fn_def):
+    for node in _live_nodes(fn_def, constants or {}):
         if not isinstance(node, ast.Call):
             continue
         args = list(node.args) + [k.value for k in node.keywords]
@@ -86,6 +113,6 @@ def covering_tiles(fn, params: dict, rule: LaunchRule) -> set[str]:
     for name, value in params.items():
         if not TILE_PARAM.match(name) or name in grid_tiles or not isinstance(value, int) or isinstance(value, bool):
             continue
-        if not _loops_over(fn, name):  # False, or None: source unreadable
+        if not _loops_over(fn, name, constants={**dict(rule.launch.constexprs), **params}):  # None: unreadable
             out.add(name)
     return out
