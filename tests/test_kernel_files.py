@@ -468,3 +468,38 @@ def test_suggest_and_ceiling_text_for_the_tutorial_matmul(cli_results):
     text = " ".join(out.split())
     assert rc == 0 and "matmul_kernel on NVIDIA H100 80GB HBM3, current config M128 N256 K64 G8 w8 s3" in text
     assert "◀ binding" in text
+
+
+PICK_READER = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4), triton.Config({"BLOCK": 256}, num_warps=4)],
+                 key=["n"])
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+def scale(x):
+    """As a library's launch wrapper does (FlagGems' LibEntry): run the autotuner, then read its pick to cache it."""
+    y = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
+    return y, scale_kernel.best_config.kwargs["BLOCK"]
+'''
+
+
+def test_a_call_whose_host_code_reads_the_autotuners_pick_is_captured(tmp_path):
+    """FlagGems' layer norm read `fn.best_config` after its autotuned launch, which a capture without a GPU never
+    set: `--call` failed with an AttributeError (RESULTS 37 item 15)."""
+    from advisor.capture.call import capture_call
+
+    path = tmp_path / "pick_reader.py"
+    path.write_text(PICK_READER)
+    trace = capture_call(path, "scale(randn(4096, f32))")
+    assert {launch.kernel for launch in trace.launches} == {"scale_kernel"}
+    assert len(trace.launches) == 2  # the autotune group: one entry per config of the list

@@ -179,6 +179,10 @@ class NoGPUCapture:
                     if config.pre_hook is not None:  # e.g. sets tensor descriptors' block shapes per config
                         config.pre_hook({**tuner.nargs, **kwargs, **config.all_kwargs()})
                     tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+            if configs:
+                # The config a capture records the launch with (the list's first): a library's wrapper reads the
+                # autotuner's pick after the run to cache it (FlagGems' LibEntry: `fn.best_config`).
+                tuner.best_config = configs[0]
         finally:
             stack.pop()
             tuner.nargs = None
