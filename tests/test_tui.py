@@ -824,8 +824,9 @@ def test_real_program_in_tmux(tmp_path):
         # title was on the screen before the list)
         screen = tui.wait_for(r"(?s)(?=.*mixtral-8x7b TP2)(?=.*M=4096)", timeout=90)
         assert "fused_moe_kernel" in screen and "M=4096" in screen and "Launches" in screen
-        tui.keys("Enter")  # choose the first launch (the cursor starts on it)
-        screen = tui.wait_for("best M16", timeout=90)
+        # choose the first launch (the cursor starts on it); once, under load, the Enter came before the list had
+        # focus and was lost (the screen still asked to choose a launch): pressed again then
+        screen = tui.press_until("Enter", "best M16", unheard="choose a launch on the left", timeout=90)
         assert "mixtral-8x7b TP2 M=1" in screen and "dram" in screen and "predicted" in screen
         assert "speed-up" in screen and "cur " in screen
         tui.keys("?")

@@ -64,6 +64,19 @@ class TmuxSession:
             time.sleep(poll)
         pytest.fail(f"{pattern!r} did not appear; the screen:\n{screen}")
 
+    def press_until(self, key: str, pattern: str, unheard: str, timeout: float = 120, every: float = 10) -> str:
+        """Press `key`, then wait for `pattern`; while the screen still shows `unheard` (what it shows when the key
+        was lost: pressed before the widget took focus, as on a loaded machine), press it again every `every` s."""
+        end = time.monotonic() + timeout
+        while True:
+            self.keys(key)
+            try:
+                return self.wait_for(pattern, timeout=min(every, max(end - time.monotonic(), 0.1)))
+            except pytest.fail.Exception:
+                screen = self.screen()
+                if time.monotonic() >= end or not re.search(unheard, screen):
+                    return self.wait_for(pattern, timeout=max(end - time.monotonic(), 0.1))
+
     def wait_gone(self, pattern: str, timeout: float = 60, poll: float = 0.3) -> str:
         """The screen once `pattern` has left it (a closed dialog), so the next key reaches the screen below;
         a fixed sleep loses keys when the machine is loaded (parallel test workers)."""
