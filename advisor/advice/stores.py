@@ -28,6 +28,7 @@ runs that check a config's result start those tensors at zero, as the library do
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 
 from advisor.advice.operands import call_name, kernel_def
 
@@ -164,6 +165,13 @@ def accumulated_outputs(fn) -> set[str] | None:
     params = [a.arg for a in found[0].args.args]
     stores = _store_labels(fn, {p: {("arg", p)} for p in params}, atomics_only=True)
     return {name for labels in stores or [] for kind, name in labels if kind == "arg"}
+
+
+def accumulated_tensors(fn, tensors: Iterable[tuple[str, str]]) -> set[str]:
+    """Of a launch's tensors, (name, dtype) pairs, the floating ones the kernel adds into with atomics: the
+    runs that check a config start them at zero (the product's `--measure`, the corpus's timing)."""
+    names = accumulated_outputs(fn) or set()
+    return {name for name, dtype in tensors if name in names and dtype.startswith(("float", "bfloat"))}
 
 
 def group_tiles(fn, axes_of: dict[str, set[int]]) -> set[str]:

@@ -17,7 +17,7 @@ from advisor.advice.config_space import around, config_distance, guided_pick, ne
 from advisor.advice.launch_rule import TILE_PARAM, launch_rule, named_tiles
 from advisor.advice.operands import operand_element_bytes
 from advisor.advice.search import Candidate, Location, Subject, predict_candidates
-from advisor.advice.stores import accumulated_outputs, group_tiles
+from advisor.advice.stores import accumulated_tensors, group_tiles
 from advisor.advice.tile_roles import covering_tiles
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
@@ -299,23 +299,26 @@ class LaunchSubject(Subject):
         for axis, (combo, _) in enumerate(self.rule.axes):
             for name, _ in combo:
                 out.setdefault(name, set()).add(axis)
-        if self.relaunch is not None:
-            for name, value in self.current.params.items():
-                if name in out or not TILE_PARAM.match(name) or not isinstance(value, int) or value < 2:
-                    continue
-                probe = self.launch_for(self.current.replace(**{name: value // 2}))
-                moved = {i for i, (a, b) in enumerate(zip(probe.grid, self.launch.grid, strict=False)) if a != b}
+        for name in self.current.params:
+            if name not in out and TILE_PARAM.match(name):
+                moved = self._moved_axes(name)
                 if moved:
                     out[name] = moved
         return out
 
     def _grid_follows(self, tile: str) -> bool:
-        """Whether the host code's grid follows a tile the launch rule cannot explain (a grid lambda
-        re-run with the tile halved)."""
-        if self.relaunch is None or int(self.current[tile]) < 2:
-            return False
-        probe = self.launch_for(self.current.replace(**{tile: int(self.current[tile]) // 2}))
-        return probe.grid != self.launch.grid
+        """Whether the host code's grid follows a tile the launch rule cannot explain."""
+        return bool(self._moved_axes(tile))
+
+    def _moved_axes(self, tile: str) -> set[int]:
+        """The grid axes the host code's grid moves when `tile` is halved (the captured call re-run with
+        it); none without a call to re-run."""
+        value = self.current[tile]
+        if self.relaunch is None or not isinstance(value, int) or isinstance(value, bool) or value < 2:
+            return set()
+        probe, grid = self.launch_for(self.current.replace(**{tile: value // 2})).grid, self.launch.grid
+        shared = min(len(probe), len(grid))
+        return {i for i in range(max(len(probe), len(grid))) if i >= shared or probe[i] != grid[i]}
 
     def _predicted_us(self, configs: list[Config]) -> list[float]:
         out = []
@@ -415,9 +418,7 @@ class LaunchSubject(Subject):
         """The floating tensors the kernel adds into with atomics (a split-K GEMM's output): every run that
         checks or times a config starts them at zero, as the host or an autotune pre-hook does
         (advisor.advice.stores)."""
-        names = accumulated_outputs(self.fn) or set()
-        return {t.name for t in self.launch.tensors if t.name in names
-                and t.dtype.startswith(("float", "bfloat"))}
+        return accumulated_tensors(self.fn, ((t.name, t.dtype) for t in self.launch.tensors))
 
 
 def host_params(space: Sequence[Config], current: Config) -> dict:

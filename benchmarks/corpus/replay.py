@@ -218,11 +218,9 @@ def accumulated(case: Case) -> set[str]:
     """The floating tensors the launch's kernel adds into with atomics (a split-K output), which its host
     or an autotune pre-hook zeroes: the product starts its runs of them at zero (advisor.advice.stores),
     and so does the check since 2026-11-24 (earlier rows called right split-K configs wrong)."""
-    from advisor.advice.stores import accumulated_outputs
+    from advisor.advice.stores import accumulated_tensors
 
-    names = accumulated_outputs(kernel_function(case)) or set()
-    return {t["name"] for t in case.entry.get("tensors", []) if t["name"] in names
-            and t["dtype"].startswith(("float", "bfloat"))}
+    return accumulated_tensors(kernel_function(case), ((t["name"], t["dtype"]) for t in case.entry.get("tensors", [])))
 
 
 def make_tensors(case: Case, seed: int = 0, zeroed: set[str] = frozenset()) -> dict:
