@@ -32,7 +32,7 @@ import tempfile
 import textwrap
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,42 @@ def _unwrap(obj):
             break
         obj = obj.fn
     return obj
+
+
+def kernel_heuristics(path: str | os.PathLike, name: str) -> list[dict[str, Callable]]:
+    """The value functions of the `@triton.heuristics` decorators over kernel `name` of a file, the outermost
+    first (the order Triton runs them in: each sees the values of those outside it). A launch records their
+    values for its own config; another config needs them evaluated again (EVEN_K = K % BLOCK_K == 0)."""
+    from triton.runtime.jit import JITFunction
+
+    from ceilings.standin import FACTORY_KERNELS
+
+    module = load_module(path)
+    objects = {**getattr(module, FACTORY_KERNELS, {}), **vars(module)}
+
+    def chain(obj) -> list[dict[str, Callable]]:
+        found = []
+        for _ in range(8):
+            values = getattr(obj, "values", None)
+            if isinstance(values, dict) and values and all(callable(v) for v in values.values()):
+                found.append(values)
+            if obj is None or isinstance(obj, JITFunction) or not hasattr(obj, "fn"):
+                break
+            obj = obj.fn
+        return found
+
+    named = objects.get(name)
+    if not _is_jit(named):
+        return []
+    own = chain(named)
+    if own:
+        return [dict(v) for v in own]
+    # The kernel bound bare, its heuristics on another name (torchao's HQQ GEMM: `_mixed_mm =
+    # triton.heuristics(...)(_mixed_mm_kernel)`, then autotuned): those of the wrappers of the same JIT
+    # function, the longest chain (the caller checks them against the launch's recorded values).
+    target = _unwrap(named)
+    chains = [chain(obj) for key, obj in objects.items() if key != name and _is_jit(obj) and _unwrap(obj) is target]
+    return [dict(v) for v in max(chains, key=len, default=[])]
 
 
 def _is_jit(obj) -> bool:

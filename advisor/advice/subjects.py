@@ -14,11 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from advisor.advice.config_space import around, config_distance, guided_pick, neighbours  # noqa: F401
+from advisor.advice.heuristics import heuristic_values, overridden_knobs, with_heuristics
 from advisor.advice.launch_rule import TILE_PARAM, launch_rule, named_tiles
 from advisor.advice.operands import operand_element_bytes
 from advisor.advice.search import Candidate, Location, Subject, predict_candidates
 from advisor.advice.stores import accumulated_tensors, group_tiles
 from advisor.advice.tile_roles import covering_tiles
+from ceilings.compile import kernel_heuristics
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
 from ceilings.launch import Config, Launch, expand_space
@@ -246,6 +248,8 @@ class LaunchSubject(Subject):
         self._covering: set[str] | None = None  # tiles kept as launched: found on the first space()
         self._picked: list[Config] | None = None  # the model-guided pick: made once (it compiles), noted once
         self.operand_bytes = operand_element_bytes(launch, self.fn)
+        self.heuristics = self._launched_heuristics()
+        self._heuristics_failed = False
 
     def launch_for(self, config: Config) -> Launch:
         if config in self.variants:
@@ -256,7 +260,40 @@ class LaunchSubject(Subject):
             if self._relaunched[config] is not None:
                 return self._relaunched[config]
         made = self.rule(config)
-        return made if self.grid == self.rule.grid else dataclasses.replace(made, grid=self.grid(config))
+        made = made if self.grid == self.rule.grid else dataclasses.replace(made, grid=self.grid(config))
+        return self._with_heuristics(made, config)
+
+    def _launched_heuristics(self) -> list:
+        """The kernel's @triton.heuristics, if the launch went through them: evaluated at the launched
+        config they give the values it recorded (else the host launched the bare kernel, or they read
+        data: none are applied)."""
+        heuristics = kernel_heuristics(self.launch.source, self.launch.kernel)
+        if not heuristics:
+            return []
+        try:
+            values = heuristic_values(heuristics, self.launch, self.current)
+        except Exception:  # noqa: BLE001 - not evaluable without data: launch_for notes it per config
+            return heuristics
+        recorded = with_heuristics(self.launch, values)
+        return heuristics if (recorded.constexprs, recorded.config) == (self.launch.constexprs, self.current) else []
+
+    def _with_heuristics(self, made: Launch, config: Config) -> Launch:
+        """`made` with the kernel's @triton.heuristics evaluated for `config` (advisor.advice.heuristics); the
+        launched config keeps what was recorded. A heuristic that cannot be evaluated here (it reads data)
+        keeps its recorded value, with a note."""
+        if not self.heuristics or config == self.current:
+            return made
+        try:
+            values = heuristic_values(self.heuristics, made, config)
+        except Exception as exc:  # a user's lambda: any error means "not known here"
+            if not self._heuristics_failed:
+                self._heuristics_failed = True
+                names = ", ".join(n for values in self.heuristics for n in values)
+                self.notes.append(f"the kernel's @triton.heuristics ({names}) could not be evaluated without its "
+                                  f"data ({type(exc).__name__}: {exc}); other configs keep the launched values, "
+                                  "which may not be what the kernel would pick: measure them (--measure)")
+            return made
+        return with_heuristics(made, values)
 
     max_configs = 32  # each config of a generic kernel is compiled for its demand: a budget per launch
 
@@ -265,6 +302,7 @@ class LaunchSubject(Subject):
         for a kernel with none the combinations of one step in every knob around the current config;
         beyond the compile budget, the configs the latency model leads to (advisor.advice.config_space)."""
         full = self._space if self._space is not None else around(self.current, self._covering_tiles())
+        full = self._not_overridden(full)
         if len(full) <= self.max_configs:
             return full
         if self._picked is None:
@@ -273,6 +311,28 @@ class LaunchSubject(Subject):
             self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(self._picked)} the "
                               "latency model led to were compiled and ranked (each config is compiled for its demand)")
         return list(self._picked)
+
+    def _not_overridden(self, configs: list[Config]) -> list[Config]:
+        """`configs` without those whose knobs the kernel's heuristics set to other values (a BLOCK_N or
+        num_warps a heuristic derives from the shape): launched, they would run the heuristic's config."""
+        if not self.heuristics:
+            return configs
+        kept, overridden = [], set()
+        for c in configs:
+            try:
+                changed = overridden_knobs(heuristic_values(self.heuristics, self.launch, c), c)
+            except Exception:  # noqa: BLE001 - not evaluable without data: launch_for notes it
+                changed = set()
+            if changed and c != self.current:
+                overridden |= changed
+                continue
+            kept.append(c)
+        if overridden and not any("set by the kernel's @triton.heuristics" in n for n in self.notes):
+            verb, other = ("is", "it another value") if len(overridden) == 1 else ("are", "them other values")
+            self.notes.append(f"{', '.join(sorted(overridden))} {verb} set by the kernel's @triton.heuristics for "
+                              f"each config: configs that give {other} are not searched (the launch would run the "
+                              "heuristics' value)")
+        return kept
 
     def _covering_tiles(self) -> set[str]:
         """The tiles the search keeps as launched (advisor.advice.tile_roles), found once, with their note."""
@@ -411,7 +471,7 @@ class LaunchSubject(Subject):
     def measurer(self):
         from advisor.measure.launch_run import launch_measurer
 
-        return launch_measurer(self.fn, self.launch, lambda c: self.launch_for(c).grid, self.label,
+        return launch_measurer(self.fn, self.launch, self.launch_for, self.label,
                                zeroed=self.accumulated())
 
     def accumulated(self) -> set[str]:

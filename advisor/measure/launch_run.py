@@ -16,6 +16,7 @@ for a launch of microseconds (`timing_for`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection
 
 from advisor.measure import timing as measure
@@ -130,10 +131,12 @@ def timing_for(go) -> dict:
     return {**STANDARD_TIMING, "launches_per_graph": per_graph}
 
 
-def launch_measurer(fn, launch: Launch, grid: Callable[[Config], tuple[int, ...]], label: str,
+def launch_measurer(fn, launch: Launch, launch_of: Callable[[Config], Launch], label: str,
                     tol: float = 1e-2, zeroed: Collection[str] = ()) -> Callable[[Config], float]:
-    """config -> median us; the first call's config (or the launch's) is the reference. Tensors named in
-    `zeroed` start every run at zero (make_tensors)."""
+    """config -> median us; the first call's config (or the launch's) is the reference. `launch_of`: the
+    launch a config makes, for its grid and its constexprs (values the kernel's heuristics set from the
+    config); the tensors and scalars stay the recorded launch's. Tensors named in `zeroed` start every run
+    at zero (make_tensors)."""
     import torch
 
     pristine: dict = {}
@@ -146,9 +149,11 @@ def launch_measurer(fn, launch: Launch, grid: Callable[[Config], tuple[int, ...]
     noise: dict = {}
 
     def run_once(config: Config):
-        args, kwargs = launch_arguments(fn, launch.with_config(config), work)
+        made = launch_of(config)
+        args, kwargs = launch_arguments(fn, dataclasses.replace(launch, constexprs=made.constexprs,
+                                                                config=made.config), work)
         kwargs.update(num_warps=config.num_warps, num_stages=config.num_stages)
-        g = grid(config)
+        g = made.grid
         return lambda: fn[g](*args, **kwargs)
 
     def restore():
