@@ -546,6 +546,16 @@ def cmd_record(args) -> int:
     program = list(args.program)
     if program and program[0] == "--":
         program = program[1:]
+    else:
+        # Without `--`, everything from the first word on is the program's: record's own options written
+        # after FILE (`advisor record kernel.py --call EXPR`) would be run as the program's arguments and
+        # record nothing the user asked for.
+        misplaced = [a for a in program[1:] if a.split("=")[0] in ("--call", "--out", "--no-gpu", "--gpu")]
+        if misplaced:
+            raise AdvisorError(f"{misplaced[0].split('=')[0]} comes after {program[0]}, where it "
+                               "would go to the program; put record's options first (advisor record --out TRACE "
+                               "--call EXPR FILE), or pass a program's own options after -- (advisor record -- "
+                               "python prog.py --out X)")
     if args.call:
         from advisor.capture.call import record_call
 

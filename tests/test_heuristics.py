@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
 
 from advisor.advice.heuristics import heuristic_values, with_heuristics
@@ -84,21 +83,6 @@ def test_a_heuristic_that_needs_data_keeps_the_launched_value_with_a_note():
     assert sum("could not be evaluated" in n and "ALIGNED" in n for n in subject.notes) == 1
     subject.launch_for(Config({"BLOCK_N": 512}, 4, 2))
     assert sum("could not be evaluated" in n for n in subject.notes) == 1  # noted once
-
-
-@pytest.mark.parametrize("argv", [
-    ["record", "k.py", "--call", "f()"],
-    ["record", "k.py", "--out=t.json"],
-    ["record", "python", "prog.py", "--no-gpu"],
-])
-def test_record_options_after_the_program_are_refused(argv, tmp_path, monkeypatch, capsys):
-    from advisor.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "comes after" in err and "put record's options first" in err and "Traceback" not in err
-    assert list(tmp_path.iterdir()) == []  # nothing run, no trace written
 
 
 def test_knobs_a_heuristic_sets_are_not_searched():

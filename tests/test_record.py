@@ -251,6 +251,21 @@ def test_record_module_and_bad_programs(tmp_path, capfd):
             child_command(argv, "capture.json")
 
 
+@pytest.mark.parametrize("argv", [
+    ["record", "k.py", "--call", "f()"],
+    ["record", "k.py", "--out=t.json"],
+    ["record", "python", "prog.py", "--no-gpu"],
+])
+def test_record_options_after_the_program_are_refused(argv, tmp_path, monkeypatch, capsys):
+    from advisor.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "comes after" in err and "put record's options first" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # nothing run, no trace written
+
+
 def test_child_command_forms(tmp_path):
     script = tmp_path / "p.py"
     script.write_text("")
