@@ -303,20 +303,29 @@ def launches_to(jit_run, autotune_run):
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
-    saved = JITFunction.run, Autotuner.run
-
     def run(self, *args, grid, warmup, **kwargs):
         return jit_run(self, args, kwargs, grid, warmup)
 
     def tune(self, *args, **kwargs):
         return autotune_run(self, args, kwargs)
 
+    # A library's autotuner subclass with a `run` of its own (FlagGems' LibTuner: its cache, policy and
+    # benchmark) is routed too, or it would time configs on a GPU that is not there.
+    tuners, seen = [Autotuner], []
+    while tuners:
+        cls = tuners.pop()
+        seen.append(cls)
+        tuners += [sub for sub in cls.__subclasses__() if sub not in seen]
+    patched = [(JITFunction, JITFunction.__dict__["run"], run)]
+    patched += [(cls, cls.__dict__["run"], tune) for cls in seen if "run" in cls.__dict__]
     with _LOCK:
-        JITFunction.run, Autotuner.run = run, tune
+        for cls, _, new in patched:
+            cls.run = new
         try:
             yield
         finally:
-            JITFunction.run, Autotuner.run = saved
+            for cls, old, _ in patched:
+                cls.run = old
 
 
 def _refuse_launch(fn, args, kwargs, grid, warmup):

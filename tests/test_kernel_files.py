@@ -46,6 +46,8 @@ FILES = {
                        "rms_norm_forward(randn(8, 4096, bf16), randn(4096, bf16), 1e-6)", ["_rms_norm_forward_kernel"],
                        None),
     "flaggems_style.py": (["sum_kernel"], "sum_dim(randn(1024, 4096, f32))", ["sum_kernel"], 4),
+    # a library's Autotuner subclass with a run of its own, configs from a table, the host's GROUP_M
+    "libtuner_style.py": (["mm_kernel"], "mm(randn(2048, 2048, f16), randn(2048, 2048, f16))", ["mm_kernel"], 4),
     # kernels under `if has_triton():` and one built by a factory function on first use
     "torchao_style.py": (["_absmax_scale_kernel", "scaled_gemm_kernel"],
                          "scaled_gemm(randn(512, 256, f16), randn(256, 512, f16), randn(512))",
@@ -410,6 +412,8 @@ def _commands() -> list[list[str]]:
         out.append(["suggest", path, "--call", call, "--format", "json"])
         out.append(["ceiling", path, "--call", call, "--format", "json"])
     out.append(["suggest", str(STYLES / "tut03_matmul.py"), "--call", MATMUL])
+    out.append(["apply", str(STYLES / "libtuner_style.py"), "--call", FILES["libtuner_style.py"][1], "--dry-run",
+                "--min-speedup", "1.0"])
     out.append(["ceiling", str(STYLES / "tut03_matmul.py"), "--call", MATMUL])
     return out
 
@@ -450,6 +454,23 @@ def test_suggest_and_ceiling_on_every_style(cli_results, name):
         assert advice["considered"] == configs
         assert advice["location"]["what"].startswith("autotune configs") or name == "torchao_style.py"
         assert any("autotuned: the first of its" in note for note in ceiling["notes"])
+
+
+def test_a_library_autotuner_is_captured_and_its_host_params_stay_out_of_the_list(cli_results):
+    """FlagGems' LibTuner times configs in a `run` of its own: the capture routes it too (it raised
+    "timing a kernel needs a GPU"), and `apply`
+    proposes no config the list already holds, nor the GROUP_M the host passes (the captured configs
+    carry it; an autotune config setting it too would conflict with the host's keyword). The suggestion
+    points at the function its decorator's `configs=` calls."""
+    path = STYLES / "libtuner_style.py"
+    call = FILES["libtuner_style.py"][1]
+    rc, out, err = cli_results[" ".join(["suggest", str(path), "--call", call, "--format", "json"])]
+    (advice,) = json.loads(out)["launches"]
+    line = path.read_text().splitlines().index("def get_tuned_config(op):") + 1  # the function building the list
+    assert advice["location"]["line"] == line and advice["considered"] == 4
+    rc, out, err = cli_results[" ".join(["apply", str(path), "--call", call, "--dry-run", "--min-speedup", "1.0"])]
+    assert (rc, "GROUP_M" in out + err, "Traceback" in err) == (0, False, False), out + err
+    assert "nothing to change" in out
 
 
 def _first_row(table: str) -> str:

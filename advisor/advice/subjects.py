@@ -209,14 +209,17 @@ class LaunchSubject(Subject):
                  location: Location | None = None, label: str | None = None,
                  grid: Callable[[Config], tuple[int, ...]] | None = None,
                  variants: Mapping[Config, Launch] | None = None,
-                 relaunch: Callable[[Config], Launch | None] | None = None):
+                 relaunch: Callable[[Config], Launch | None] | None = None,
+                 declared: Sequence[Config] | None = None):
         """`variants`: the launch each config makes where that is known (a capture of every autotune
         config: its grid, and constexprs heuristics set from the config). `grid`: how the grid follows the
         config where the caller knows it (the autotune hook's grid callable); otherwise it, the padded size
         arguments and the buffers sized by them are inferred from the launch (advisor.advice.launch_rule).
         `relaunch`: config -> the launch the program makes with it (a captured call re-run per config:
         grid functions and heuristics see the config), used unless the launch has padded sizes, which
-        host code derives from its own config before the launch and a re-run cannot change."""
+        host code derives from its own config before the launch and a re-run cannot change. `declared`:
+        the autotune list as the file writes it, where `space` holds the captured configs (which carry the
+        host's constexprs too): the parameters it does not set are the host's (`host_params`)."""
         from ceilings.compile import load_kernel
 
         self.fn = load_kernel(launch.source, launch.kernel)
@@ -229,7 +232,7 @@ class LaunchSubject(Subject):
         # Launched constexprs an autotune list does not set (the host passes them: BD = next_power_of_2(D)),
         # which the recorder files under the config with the tuned ones: every config of the space keeps
         # their launched values, or none of it would set the launch's parameters.
-        self.host_params = host_params(space or [], self.current)
+        self.host_params = host_params(declared or space or [], self.current)
         self._space = ([Config({k: c.params.get(k, v) for k, v in self.current.params.items()}, c.num_warps,
                                c.num_stages) if self.host_params else c for c in space]
                        if space is not None else None)

@@ -68,7 +68,8 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
         count = trace.counts[i] if i < len(trace.counts) else 1
         variants = {sourced[j].config: sourced[j] for j in groups.get(i, ())}
         subject = LaunchSubject(launch, gpu, space=list(variants) if variants else space, location=loc,
-                                variants=variants, relaunch=None if variants or relaunch is None else relaunch(i))
+                                variants=variants, relaunch=None if variants or relaunch is None else relaunch(i),
+                                declared=space if variants else None)
         if count > 1:
             subject.label += f" (x{count})"
         out.append(subject)

@@ -39,7 +39,8 @@ def _autotuner_of(obj, kernel: str):
 
 
 def _configs_node(tree: ast.Module, kernel: str) -> ast.expr | None:
-    """The `configs` argument of the autotune decorator on `def kernel`."""
+    """The `configs` argument of the autotune decorator on `def kernel`: `@triton.autotune(...)`, or a
+    library's own autotuner decorator that takes `configs=` (FlagGems' `@libtuner(configs=...)`)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == kernel:
             for deco in node.decorator_list:
@@ -47,12 +48,11 @@ def _configs_node(tree: ast.Module, kernel: str) -> ast.expr | None:
                     continue
                 func = deco.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name != "autotune":
-                    continue
                 for kw in deco.keywords:
                     if kw.arg == "configs":
                         return kw.value
-                return deco.args[0] if deco.args else None
+                if name == "autotune":
+                    return deco.args[0] if deco.args else None
     return None
 
 
