@@ -43,10 +43,30 @@ def test_loop_tiles_are_found_in_ranges_and_through_names_and_helpers(tmp_path):
         @triton.jit
         def helper_loops(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
             tl.store(y_ptr, _row_sum(x_ptr, n, BLOCK))
+
+        @triton.jit
+        def _stages(x):
+            # a sorting network over a tensor: log2 of its length in stages, not a walk over the data
+            n_dims: tl.constexpr = _log2(x.shape[0])
+            for i in tl.static_range(1, n_dims + 1):
+                x = tl.maximum(x, tl.flip(x, 0))
+            return x
+
+        @triton.jit
+        def _log2(n: tl.constexpr):
+            return tl.constexpr(n.bit_length() - 1)
+
+        @triton.jit
+        def sorts(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            # FlagGems' topk stage 2: one program sorts all n candidates, BLOCK = next_power_of_2(n)
+            cols = tl.arange(0, BLOCK)
+            vals = tl.load(x_ptr + cols, mask=cols < n, other=0.0)
+            tl.store(y_ptr + cols, _stages(vals), mask=cols < n)
     """))
     assert _loops_over(load_kernel(path, "covers"), "BLOCK") is False
     assert _loops_over(load_kernel(path, "trips"), "BLOCK") is True
     assert _loops_over(load_kernel(path, "helper_loops"), "BLOCK") is True
+    assert _loops_over(load_kernel(path, "sorts"), "BLOCK") is False  # a tensor's length sets that loop
 
 
 def test_a_row_softmax_keeps_its_block_size_and_a_vector_add_may_change_its():

@@ -31,11 +31,19 @@ def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+# Calls that make a tensor: a tensor shaped by the tile is data, not a trip count. A loop whose bound a
+# tensor's shape sets (a bitonic sort's log2(x.shape) stages over a tile of candidates, FlagGems' topk)
+# does not walk a dimension in steps of the tile, so names computed from such tensors are not followed.
+_TENSOR_CALLS = {"arange", "load", "zeros", "full", "zeros_like", "full_like", "make_block_ptr", "reshape",
+                 "broadcast_to", "expand_dims", "view"}
+
+
 def _tainted(fn_def: ast.FunctionDef, name: str) -> set[str]:
-    """`name` and every local name computed from it (to a fixed point)."""
+    """`name` and every local name computed from it (to a fixed point), except through tensors."""
     tainted = {name}
     assigns = [n for n in ast.walk(fn_def) if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign)
-               and getattr(n, "value", None) is not None]
+               and getattr(n, "value", None) is not None
+               and not any(isinstance(c, ast.Call) and call_name(c) in _TENSOR_CALLS for c in ast.walk(n.value))]
     changed = True
     while changed:
         changed = False
