@@ -52,6 +52,13 @@ def main() -> None:
             row["advice"] = None
         rows.append(row)
         (out / "user_calls.json").write_text(json.dumps(rows, indent=1))
+    import torch
+    import triton
+
+    env = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None, "torch": torch.__version__,
+           "triton": triton.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    (out / "user_calls_env.json").write_text(json.dumps(env))
+    print(json.dumps(env))
     print("| call | kernel | current (measured us) | first without timings (measured us) | named by --measure "
           "(measured us) | gain measured |")
     print("|---|---|---|---|---|---|")
