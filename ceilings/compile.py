@@ -121,6 +121,31 @@ def kernel_heuristics(path: str | os.PathLike, name: str) -> list[dict[str, Call
     return [dict(v) for v in max(chains, key=len, default=[])]
 
 
+def _compile_error_line(exc: Exception, launch: Launch | None = None) -> str:
+    """One line for a compile error. Triton's CompilationError reads "at L:C:" (L counted from the kernel's
+    `def`), the kernel's source up to the line, a caret, then its message (for a bf16 operand libdevice has
+    no function for, only the KeyError's "(triton.language.bfloat16)"): the file's line, the statement it
+    points at and the message are what say why."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    caret = next((i for i, line in enumerate(lines) if line.strip() == "^"), None)
+    at = re.match(r"at (\d+):(\d+):", lines[0]) if lines else None
+    if caret is None or caret == 0 or at is None:
+        return f"{exc.__class__.__name__}: {lines[0] if lines else ''}"[:300]
+    cause = exc.__cause__ or exc.__context__
+    why = " ".join(lines[caret + 1:]) or "no message"
+    if cause is not None and type(cause).__name__ not in why:
+        why = f"{type(cause).__name__} {why}"
+    where = f"line {at.group(1)} of the kernel"
+    if launch is not None:
+        try:
+            text = Path(launch.source).read_text().splitlines()
+            start = next(i for i, t in enumerate(text, 1) if re.match(rf"\s*def\s+{re.escape(launch.kernel)}\s*\(", t))
+            where = f"{Path(launch.source).name}:{start + int(at.group(1)) - 1}"
+        except (OSError, StopIteration, UnicodeDecodeError):
+            pass
+    return f"{exc.__class__.__name__} at {where}, `{lines[caret - 1].strip()}`: {why}"[:300]
+
+
 def _is_jit(obj) -> bool:
     from triton.runtime.jit import JITFunction
 
@@ -433,9 +458,8 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
             compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
                                       options=options.__dict__)
     except Exception as exc:
-        first = f"{exc.__class__.__name__}: {exc}".strip().splitlines()[0][:300]
         raise AdvisorError(f"{launch.kernel} does not compile for sm_{arch} with {launch.config.label()}: "
-                           f"{first}") from None
+                           f"{_compile_error_line(exc, launch)}") from None
     finally:
         note_compiling(None, arch, key)
     usage = _resource_usage(compiled.asm["cubin"])

@@ -390,3 +390,26 @@ def test_predicting_needs_no_xgboost(monkeypatch, capsys):
     code, out, _ = run(["predict", "kernels/fused_moe.py", "--preset", "mixtral-8x7b", "--tokens", "64", "--format",
                         "json"], capsys)
     assert code == 0 and json.loads(out)["predicted_us"] > 0
+
+
+def test_a_compile_error_names_the_file_line_statement_and_message(tmp_path):
+    """Triton's CompilationError counts lines from the kernel's `def` and puts its message after the
+    source it quotes; the one line a user gets names the file's line, the statement and the message."""
+    from ceilings.compile import compile_launch
+    from ceilings.errors import AdvisorError
+    from ceilings.launch import Launch, TensorArg
+
+    path = tmp_path / "bad.py"
+    path.write_text("import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice\n\n\n"
+                    "@triton.jit\ndef act_kernel(x_ptr, n, BLOCK: tl.constexpr):\n"
+                    "    offs = tl.arange(0, BLOCK)\n"
+                    "    x = tl.load(x_ptr + offs, mask=offs < n)\n"
+                    "    y = libdevice.tanh(x)\n"
+                    "    tl.store(x_ptr + offs, y, mask=offs < n)\n")
+    launch = Launch(str(path), "act_kernel", (1,), (TensorArg.contiguous("x_ptr", (64,), "bfloat16"),), {"n": 64},
+                    {}, Config({"BLOCK": 64}, 4, 3))
+    with pytest.raises(AdvisorError) as info:
+        compile_launch(launch, 90)
+    message = str(info.value)
+    assert "\n" not in message and "bad.py:10" in message and "`y = libdevice.tanh(x)`" in message
+    assert "bfloat16" in message  # libdevice's own complaint: no tanh for this type

@@ -461,7 +461,8 @@ def explain(advice: Advice) -> str:
     cur, best, s = advice.current, advice.best, advice.subject
     if advice.cannot_run:
         if best.config == cur.config:
-            return f"the current config cannot run on {s.spec.name}: {advice.cannot_run}; no config searched can"
+            return (f"the current config cannot run on {s.spec.name}: {advice.cannot_run}; no config searched can "
+                    "run either")
         return (f"the current config cannot run on {s.spec.name}: {advice.cannot_run}; {best.config.label()} is the "
                 f"fastest {'measured' if advice.measured else 'predicted'} config that can")
     if best.config == cur.config or advice.speedup < NO_GAIN:

@@ -452,7 +452,7 @@ class LaunchSubject(Subject):
             except SearchOutOfTime as exc:
                 problems[c] = str(exc)
             except AdvisorError as exc:
-                problems[c] = f"it does not compile ({str(exc).split(': ', 1)[-1][:120]})"
+                problems[c] = f"it does not compile ({str(exc).split(': ', 1)[-1][:240]})"
         return problems
 
     def ceilings(self, configs: Sequence[Config]) -> list[Ceiling]:
