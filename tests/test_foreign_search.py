@@ -195,3 +195,45 @@ def test_a_captured_call_is_re_run_per_config_so_its_grid_function_sees_the_conf
     assert subject.rule(other).grid == (-(-98432 // 256),)
     assert subject.launch_for(other).grid == (-(-98432 // 256),)  # the host code's grid lambda does
     assert subject.launch_for(other.replace(num_warps=8)).config.num_warps == 8
+
+
+def test_the_search_climbs_past_the_first_neighbourhood(tmp_path, monkeypatch):
+    """A kernel with no declared space: after the neighbourhood of its config, the neighbourhood of the
+    config ranked fastest, round after round while that moves (LaunchSubject._climb). With predictions
+    that fall toward BLOCK_SIZE = 1024, a launch at 64 reaches 512 in the three further rounds."""
+    import math
+
+    path = tmp_path / "rownorm.py"
+    path.write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def row_sq_kernel(x_ptr, y_ptr, N, BLOCK_SIZE: tl.constexpr):\n"
+        "    row = tl.program_id(0)\n    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n"
+        "    for off in range(0, N, BLOCK_SIZE):\n"
+        "        cols = off + tl.arange(0, BLOCK_SIZE)\n"
+        "        x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=0.0).to(tl.float32)\n"
+        "        acc += x * x\n"
+        "    tl.store(y_ptr + row, tl.sum(acc, 0))\n")
+    from ceilings.launch import Config, Launch, TensorArg
+
+    launch = Launch(str(path), "row_sq_kernel", (4096,), (TensorArg.contiguous("x_ptr", (4096, 4096), "float16"),
+                                                          TensorArg.contiguous("y_ptr", (4096,), "float32")),
+                    {"N": 4096}, {}, Config({"BLOCK_SIZE": 64}, 2, 3))
+    subject = LaunchSubject(launch, resolve_gpu("h100"))
+    monkeypatch.setattr(subject, "_compile_batch", lambda configs: None)
+    asked = []
+
+    def predicted(configs):
+        asked.extend(configs)
+        return [1.0 + abs(math.log2(c["BLOCK_SIZE"]) - 10) + 0.01 * c.num_warps + 0.001 * c.num_stages
+                for c in configs]
+
+    monkeypatch.setattr(subject, "_predicted_us", predicted)
+    space = subject.space()
+    assert max(c["BLOCK_SIZE"] for c in space) == 1024  # 64 -> 128 -> 256 -> 512, whose neighbours hold 1024
+    assert {c["BLOCK_SIZE"] for c in space} == {32, 64, 128, 256, 512, 1024}
+    assert len(asked) == len(set(asked)) == len(space)  # each config predicted once
+    assert any("searched 3 further neighbourhood(s)" in n for n in subject.notes)
+    assert subject.space() == space  # found once
+    declared = LaunchSubject(launch, resolve_gpu("h100"), space=[launch.config, Config({"BLOCK_SIZE": 128}, 2, 3)])
+    monkeypatch.setattr(declared, "_predicted_us", predicted)
+    assert len(declared.space()) == 2  # a declared space is the kernel's own: no climb

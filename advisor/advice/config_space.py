@@ -37,9 +37,12 @@ def config_distance(a: Config, b: Config) -> float:
 def _knob_values(name: str, value) -> list:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         return [value]
-    if TILE_PARAM.match(name):
-        # matrix tiles stop at 512; a row tile launched larger (a norm's 8192) may still be halved
-        return [v for v in (value // 2, value, value * 2) if 16 <= v <= max(512, value)] or [value]
+    tile = TILE_PARAM.match(name)
+    if tile:
+        # matrix tiles stop at 512; a row tile launched larger (a norm's 8192) may still be halved. A tile
+        # named for no dimension (BLOCK_SIZE, TILE_SIZE: a 1-D block, a row norm's step) goes to 8192.
+        top = 8192 if tile.group(3) == "SIZE" and not tile.group(2) else 512
+        return [v for v in (value // 2, value, value * 2) if 16 <= v <= max(top, value)] or [value]
     if name.startswith("GROUP"):
         return [v for v in (value // 2, value, value * 2) if v >= 1]
     return [value]

@@ -299,21 +299,59 @@ class LaunchSubject(Subject):
         return with_heuristics(made, values)
 
     max_configs = 32  # each config of a generic kernel is compiled for its demand: a budget per launch
+    climb_rounds = 3  # further neighbourhoods around the predicted best, for a kernel that declares no space
 
     def space(self) -> list[Config]:
         """The kernel's own space (its autotune list, a declared space, the configs a capture made), or
-        for a kernel with none the combinations of one step in every knob around the current config;
-        beyond the compile budget, the configs the latency model leads to (advisor.advice.config_space)."""
-        full = self._space if self._space is not None else around(self.current, self._covering_tiles())
-        full = self._not_overridden(full)
-        if len(full) <= self.max_configs:
+        for a kernel with none the combinations of one step in every knob around the current config, then
+        around the config the model ranks first, while that moves (`_climb`); beyond the compile budget,
+        the configs the latency model leads to (advisor.advice.config_space)."""
+        if self._picked is not None:
+            return list(self._picked)
+        declared = self._space is not None
+        full = self._not_overridden(self._space if declared else around(self.current, self._covering_tiles()))
+        if len(full) <= self.max_configs and (declared or self.climb_rounds == 0):
             return full
-        if self._picked is None:
+        picked = full
+        if len(full) > self.max_configs:
             feasible = [c for c in full if self.precheck(c) is None]
-            self._picked = guided_pick(feasible, self.current, self.max_configs, self._predicted_us)
-            self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(self._picked)} the "
+            picked = guided_pick(feasible, self.current, self.max_configs, self._predicted_us)
+            self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(picked)} the "
                               "latency model led to were compiled and ranked (each config is compiled for its demand)")
+        self._picked = picked if declared else self._climb(picked)
         return list(self._picked)
+
+    def _climb(self, first: list[Config]) -> list[Config]:
+        """`first` (the neighbourhood of the current config) and, round after round, the one-step
+        neighbourhood of the config the model ranks fastest so far, while that config moves: a tile of
+        64 whose best value is 1024 is four steps away, which one neighbourhood never reaches (flashnn's
+        row norms, RESULTS 38). Each round is compiled in parallel and held to the compile budget."""
+        if not first:
+            return first
+        times = dict(zip(first, self._predicted_us(first), strict=True))
+        out, seen = list(first), set(first)
+        best, rounds = min(times, key=times.get), 0
+        while best != self.current and rounds < self.climb_rounds:
+            near = [c for c in self._not_overridden(around(best, self._covering_tiles())) if c not in seen]
+            seen.update(near)
+            feasible = [c for c in near if self.precheck(c) is None]
+            if not feasible:
+                break
+            per_round = self.max_configs // 2  # a round is a step, not a new search: half the first budget
+            batch = (guided_pick(feasible, best, per_round, self._predicted_us)
+                     if len(feasible) > per_round else feasible)
+            batch = [c for c in batch if c not in times]
+            times.update(zip(batch, self._predicted_us(batch), strict=True))
+            out += batch
+            rounds += 1
+            moved = min(times, key=times.get)
+            if moved == best:
+                break
+            best = moved
+        if rounds:
+            self.notes.append(f"searched {rounds} further neighbourhood(s) around the config the model ranked "
+                              f"first ({len(out)} configs compiled and ranked)")
+        return [c for c in out if math.isfinite(times.get(c, math.inf)) or c == self.current]
 
     def _not_overridden(self, configs: list[Config]) -> list[Config]:
         """`configs` without those whose knobs the kernel's heuristics set to other values (a BLOCK_N or
@@ -384,6 +422,9 @@ class LaunchSubject(Subject):
         return {i for i in range(max(len(probe), len(grid))) if i >= shared or probe[i] != grid[i]}
 
     def _predicted_us(self, configs: list[Config]) -> list[float]:
+        """Each config's predicted time (inf where it does not compile); compiled in parallel first (a
+        guided pick or a climb asks for a batch at a time: one by one, a GEMM's batches took minutes)."""
+        self._compile_batch(configs)
         out = []
         for c in configs:
             try:
