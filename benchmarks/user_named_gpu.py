@@ -1,10 +1,10 @@
 """The configs `advisor suggest --call` names without timings, timed on the GPU against the current ones.
 
-Input: JSON lines {"file", "call", "named": [[kernel, current label, named label, predicted speed-up], ...]}
-(what `suggest FILE --call CALL --format json` named on a machine without a GPU). For each call the launch is
-captured as `suggest` captures it, each named config is found in the subject's space by its label, and the
-product's measurer (advisor.measure.launch_run: random inputs, outputs checked against the current config's,
-CUDA-graph timing) times the current config and the named one.
+Input: JSON lines {"file", "call", "named": [[kernel, current label, named label, predicted speed-up, named
+config], ...]} (what `suggest FILE --call CALL --format json` named on a machine without a GPU). For each call
+the launch is captured as `suggest` captures it, and the product's measurer (advisor.measure.launch_run:
+random inputs, outputs checked against the current config's, CUDA-graph timing) times the current config and
+the named one.
 
     PYTHONPATH=/tmp/site python3 benchmarks/user_named_gpu.py --named FILE.jsonl --out $OUT
 """
@@ -30,6 +30,7 @@ def main() -> None:
     import triton
 
     from advisor.advice.suggest import subjects_for
+    from ceilings.launch import Config
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -41,16 +42,18 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - a call that cannot be captured is a row, not a stop
             rows.append({"call": entry["call"], "error": f"{type(exc).__name__}: {exc}"[:300]})
             continue
-        for kernel, current, named, predicted in entry["named"]:
+        for kernel, current, named, predicted, config in entry["named"]:
             subject = next(s for s in subjects if s.kernel == kernel)
             row = {"call": entry["call"], "kernel": kernel, "current": current, "named": named,
                    "predicted_speedup": predicted}
             if named != current:
-                config = next((c for c in subject.space() if c.label() == named), None)
+                # the config as named (its own launch rule and heuristics give its launch): this machine's
+                # Triton may rank another config first, so it is not looked up in the space
+                config = Config.from_dict(config)
                 try:
                     measure = subject.measurer()
                     row["current_us"] = round(measure(subject.current), 3)
-                    row["named_us"] = round(measure(config), 3) if config is not None else None
+                    row["named_us"] = round(measure(config), 3)
                 except Exception as exc:  # noqa: BLE001 - a wrong or failing config is the result
                     row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             rows.append(row)
