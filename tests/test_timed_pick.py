@@ -76,6 +76,24 @@ def test_a_gain_below_the_keep_margin_keeps_the_current_config_on_a_generic_laun
     assert any("the current config stays" in n for n in advice.notes)
 
 
+def test_a_config_only_the_climb_reached_must_clear_the_80_percent_margin():
+    """The same gain names a config of the first neighbourhood but not one the climb reached (several steps
+    from the current config: search.CLIMBED_Z); past that margin the climbed config is named."""
+    from advisor.advice.search import CLIMBED_Z
+
+    climbed_margin = math.exp(CLIMBED_Z * math.sqrt(2.0) * SD)
+    gain = (KEEP_MARGIN + climbed_margin) / 2  # past the first margin, short of the second
+    near = search(Scripted({A: 10.0, B: 10.0 / gain}, A), confirm=False, model=MODEL)
+    assert near.best.config == B
+    far = Scripted({A: 10.0, B: 10.0 / gain}, A)
+    far.climbed = {B}
+    kept = search(far, confirm=False, model=MODEL)
+    assert kept.best.config == A and "several steps from the current one" in kept.why
+    far_ahead = Scripted({A: 10.0, B: 10.0 / (climbed_margin * 1.05)}, A)
+    far_ahead.climbed = {B}
+    assert search(far_ahead, confirm=False, model=MODEL).best.config == B
+
+
 def test_a_gain_beyond_the_keep_margin_names_the_models_best_with_the_close_call_note_below_80_percent():
     gain = KEEP_MARGIN * 1.05
     assert gain < math.exp(0.8416 * math.sqrt(2.0) * SD)  # still within the 80% margin: said to be a close call

@@ -250,6 +250,7 @@ class LaunchSubject(Subject):
         self._relaunched: dict[Config, Launch | None] = {}
         self._covering: set[str] | None = None  # tiles kept as launched: found on the first space()
         self._picked: list[Config] | None = None  # the model-guided pick: made once (it compiles), noted once
+        self.climbed: set[Config] = set()  # configs only the climb reached (past the first neighbourhood)
         self.operand_bytes = operand_element_bytes(launch, self.fn)
         self.heuristics = self._launched_heuristics()
         self._heuristics_failed = False
@@ -348,6 +349,7 @@ class LaunchSubject(Subject):
             if moved == best:
                 break
             best = moved
+        self.climbed = set(out) - set(first)
         if rounds:
             self.notes.append(f"searched {rounds} further neighbourhood(s) around the config the model ranked "
                               f"first ({len(out)} configs compiled and ranked)")
