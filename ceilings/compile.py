@@ -184,6 +184,15 @@ def load_module(path: str | os.PathLike, gpu: str | None = None):
 _LOADING = threading.RLock()
 
 
+@contextlib.contextmanager
+def running_file_code():
+    """For running a kernel file's host code as `load_module` runs its top level (`advisor record --call`):
+    under the same lock (the swap of os.environ and sys.stdout is process-wide), with TRITON_INTERPRET=0 so
+    that kernels it decorates are JIT functions whose launches a capture sees, not the CPU interpreter's."""
+    with _LOADING, _env(TRITON_INTERPRET="0"):
+        yield
+
+
 def _load_locked(path: Path, source: str, spec, name: str, standin) -> Any:
     if name in sys.modules:
         return sys.modules[name]

@@ -117,7 +117,7 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
     """The trace of the launches `call` makes, evaluated against the kernel file at `path`. `override`:
     (kernel, meta-parameters and num_warps/num_stages) its launches take instead of the host code's."""
     from ceilings import standin
-    from ceilings.compile import _LOADING, _env, load_module
+    from ceilings.compile import load_module, running_file_code
 
     path = Path(path).resolve()
     tree = parse_call(call)
@@ -129,11 +129,8 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
     code = compile(tree, _WHERE, "eval")
     try:
         # Kernels the call decorates (a factory building one on first use) must be JIT functions whose launches
-        # the capture sees, not the CPU interpreter's, which would run them on tensors without data: as the
-        # file's own top level is opened (load_module), the call runs with TRITON_INTERPRET=0, under the
-        # same lock, since the swap is process-wide.
-        with _LOADING, _env(TRITON_INTERPRET="0"), contextlib.redirect_stdout(sys.stderr), \
-                NoGPUCapture(rec, spec, override).active():
+        # the capture sees, not the CPU interpreter's, which would run them on tensors without data.
+        with running_file_code(), contextlib.redirect_stdout(sys.stderr), NoGPUCapture(rec, spec, override).active():
             eval(code, namespace)
     except AdvisorError as exc:
         raise AdvisorError(f"--call {call!r}: {exc}") from None
