@@ -463,7 +463,9 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
         return _compile_in_child(launch, arch, use_cache)
     note_compiling(launch, arch, key)
     try:
-        with _quiet_knob_warnings():
+        # Triton prints a failed ptxas run's report to stdout (its "Internal Triton PTX codegen error" block),
+        # which would land in the middle of `--format json`; the error it raises says the same, and is reported.
+        with _quiet_knob_warnings(), contextlib.redirect_stdout(io.StringIO()):
             compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
                                       options=options.__dict__)
     except Exception as exc:

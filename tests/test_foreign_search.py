@@ -237,3 +237,37 @@ def test_the_search_climbs_past_the_first_neighbourhood(tmp_path, monkeypatch):
     declared = LaunchSubject(launch, resolve_gpu("h100"), space=[launch.config, Config({"BLOCK_SIZE": 128}, 2, 3)])
     monkeypatch.setattr(declared, "_predicted_us", predicted)
     assert len(declared.space()) == 2  # a declared space is the kernel's own: no climb
+
+
+def test_a_host_that_sizes_its_grid_from_its_own_constants_gets_the_rules_grid(tmp_path):
+    """`BLOCK_M, BLOCK_N = 64, 64; grid = (M // BLOCK_M, N // BLOCK_N)` in the host: re-running the call with
+    another config's constexprs leaves the grid as it was (cuda-triton-multiarch's matmul, RESULTS 38), which
+    would cover a sixteenth of the output at 16 x 16 tiles. The launch rule's grid is taken instead."""
+    from advisor.advice.suggest import subjects_for
+    from ceilings.launch import Config
+
+    path = tmp_path / "hostgrid.py"
+    path.write_text(
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def mm_kernel(x, w, o, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):\n"
+        "    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+        "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+        "    rk = tl.arange(0, BLOCK_K)\n"
+        "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
+        "    for k in tl.range(0, K, BLOCK_K):\n"
+        "        a = tl.load(x + rm[:, None] * K + (k + rk)[None, :])\n"
+        "        b = tl.load(w + (k + rk)[:, None] * N + rn[None, :])\n"
+        "        acc = tl.dot(a, b, acc)\n"
+        "    tl.store(o + rm[:, None] * N + rn[None, :], acc.to(tl.float16))\n\n\n"
+        "def matmul(x, w):\n"
+        "    M, K = x.shape\n    N = w.shape[1]\n"
+        "    o = torch.empty((M, N), device=x.device, dtype=torch.float16)\n"
+        "    BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 64\n"
+        "    mm_kernel[(M // BLOCK_M, N // BLOCK_N)](x, w, o, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)\n"
+        "    return o\n")
+    (subject,) = subjects_for(str(path), call="matmul(randn(1024, 512, f16), randn(512, 2048, f16))")
+    assert subject.launch.grid == (16, 32)
+    smaller = subject.launch_for(Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64}, 2, 3))
+    assert smaller.grid == (64, 64) and smaller.config["BLOCK_M"] == 16
+    assert subject.launch_for(Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 4, 3)).grid == (16, 32)
+    assert sum("computes its grid from values of its own" in n for n in subject.notes) == 1

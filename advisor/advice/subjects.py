@@ -260,12 +260,30 @@ class LaunchSubject(Subject):
             return self.variants[config]
         if self.relaunch is not None and config != self.current:
             if config not in self._relaunched:
-                self._relaunched[config] = self.relaunch(config)
+                self._relaunched[config] = self._host_grid_checked(self.relaunch(config), config)
             if self._relaunched[config] is not None:
                 return self._relaunched[config]
         made = self.rule(config)
         made = made if self.grid == self.rule.grid else dataclasses.replace(made, grid=self.grid(config))
         return self._with_heuristics(made, config)
+
+    def _host_grid_checked(self, relaunched: Launch | None, config: Config) -> Launch | None:
+        """A re-run of the host code whose grid did not move although the launch rule says this config's grid
+        must (the host sizes its grid from constants of its own, `BLOCK_M, BLOCK_N = 64, 64; grid = (M //
+        BLOCK_M, ...)`, which the re-run's override of the kernel's constexprs does not reach): that grid would
+        cover a part of the output, so the rule's grid is taken, as a person changing the config there would
+        change both, with a note."""
+        if relaunched is None or relaunched.grid != self.launch.grid or self.rule.unknown_grid(config):
+            return relaunched
+        ruled = self.rule.grid(config)
+        if ruled == self.launch.grid:
+            return relaunched
+        if not any("computes its grid from values of its own" in n for n in self.notes):
+            tiles = sorted({name for combo, _ in self.rule.axes for name, _ in combo})
+            self.notes.append(f"the host code computes its grid from values of its own, not from the kernel's "
+                              f"{', '.join(tiles)}: for other configs the grid follows the launch rule (change the "
+                              "host's values with the kernel's)")
+        return dataclasses.replace(relaunched, grid=ruled)
 
     def _launched_heuristics(self) -> list:
         """The kernel's @triton.heuristics, if the launch went through them: evaluated at the launched
