@@ -74,38 +74,37 @@ class CompiledKernel:
 # ----------------------------------------------------------------------------------------------
 # Finding kernels in a file.
 # ----------------------------------------------------------------------------------------------
-def _unwrap(obj):
-    """An @triton.autotune / @triton.heuristics wrapper's JIT function, or the object itself."""
+def _wrapper_chain(obj) -> list:
+    """`obj` and the objects its @triton.autotune / @triton.heuristics wrappers wrap, outermost first, down to
+    the JIT function (or the last object with no `fn`)."""
     from triton.runtime.jit import JITFunction
 
+    chain = [obj]
     for _ in range(8):
         if isinstance(obj, JITFunction) or not hasattr(obj, "fn"):
             break
         obj = obj.fn
-    return obj
+        chain.append(obj)
+    return chain
+
+
+def _unwrap(obj):
+    """An @triton.autotune / @triton.heuristics wrapper's JIT function, or the object itself."""
+    return _wrapper_chain(obj)[-1]
 
 
 def kernel_heuristics(path: str | os.PathLike, name: str) -> list[dict[str, Callable]]:
     """The value functions of the `@triton.heuristics` decorators over kernel `name` of a file, the outermost
     first (the order Triton runs them in: each sees the values of those outside it). A launch records their
     values for its own config; another config needs them evaluated again (EVEN_K = K % BLOCK_K == 0)."""
-    from triton.runtime.jit import JITFunction
-
     from ceilings.standin import FACTORY_KERNELS
 
     module = load_module(path)
     objects = {**getattr(module, FACTORY_KERNELS, {}), **vars(module)}
 
     def chain(obj) -> list[dict[str, Callable]]:
-        found = []
-        for _ in range(8):
-            values = getattr(obj, "values", None)
-            if isinstance(values, dict) and values and all(callable(v) for v in values.values()):
-                found.append(values)
-            if obj is None or isinstance(obj, JITFunction) or not hasattr(obj, "fn"):
-                break
-            obj = obj.fn
-        return found
+        values = [getattr(wrapper, "values", None) for wrapper in _wrapper_chain(obj)]
+        return [v for v in values if isinstance(v, dict) and v and all(callable(f) for f in v.values())]
 
     named = objects.get(name)
     if not _is_jit(named):
@@ -119,6 +118,16 @@ def kernel_heuristics(path: str | os.PathLike, name: str) -> list[dict[str, Call
     target = _unwrap(named)
     chains = [chain(obj) for key, obj in objects.items() if key != name and _is_jit(obj) and _unwrap(obj) is target]
     return [dict(v) for v in max(chains, key=len, default=[])]
+
+
+def kernel_def_line(path: str | os.PathLike, kernel: str) -> int | None:
+    """1-based line of `def kernel(` in a file; None when it has none or cannot be read."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    pattern = re.compile(rf"\s*def\s+{re.escape(kernel)}\s*\(")
+    return next((i for i, line in enumerate(lines, 1) if pattern.match(line)), None)
 
 
 def _compile_error_line(exc: Exception, launch: Launch | None = None) -> str:
@@ -135,14 +144,9 @@ def _compile_error_line(exc: Exception, launch: Launch | None = None) -> str:
     why = " ".join(lines[caret + 1:]) or "no message"
     if cause is not None and type(cause).__name__ not in why:
         why = f"{type(cause).__name__} {why}"
-    where = f"line {at.group(1)} of the kernel"
-    if launch is not None:
-        try:
-            text = Path(launch.source).read_text().splitlines()
-            start = next(i for i, t in enumerate(text, 1) if re.match(rf"\s*def\s+{re.escape(launch.kernel)}\s*\(", t))
-            where = f"{Path(launch.source).name}:{start + int(at.group(1)) - 1}"
-        except (OSError, StopIteration, UnicodeDecodeError):
-            pass
+    start = kernel_def_line(launch.source, launch.kernel) if launch is not None else None
+    where = (f"{Path(launch.source).name}:{start + int(at.group(1)) - 1}" if start is not None
+             else f"line {at.group(1)} of the kernel")
     return f"{exc.__class__.__name__} at {where}, `{lines[caret - 1].strip()}`: {why}"[:300]
 
 

@@ -20,7 +20,7 @@ from advisor.advice.operands import operand_element_bytes
 from advisor.advice.search import Candidate, Location, Subject, predict_candidates
 from advisor.advice.stores import accumulated_tensors, group_tiles
 from advisor.advice.tile_roles import covering_tiles
-from ceilings.compile import kernel_heuristics
+from ceilings.compile import kernel_def_line, kernel_heuristics
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
 from ceilings.launch import Config, Launch, expand_space
@@ -252,8 +252,8 @@ class LaunchSubject(Subject):
         self._picked: list[Config] | None = None  # the model-guided pick: made once (it compiles), noted once
         self.climbed: set[Config] = set()  # configs only the climb reached (past the first neighbourhood)
         self.operand_bytes = operand_element_bytes(launch, self.fn)
+        self._noted: set[str] = set()  # kinds of note added once per subject (`_note_once`)
         self.heuristics = self._launched_heuristics()
-        self._heuristics_failed = False
 
     def launch_for(self, config: Config) -> Launch:
         if config in self.variants:
@@ -278,11 +278,10 @@ class LaunchSubject(Subject):
         ruled = self.rule.grid(config)
         if ruled == self.launch.grid:
             return relaunched
-        if not any("computes its grid from values of its own" in n for n in self.notes):
-            tiles = sorted({name for combo, _ in self.rule.axes for name, _ in combo})
-            self.notes.append(f"the host code computes its grid from values of its own, not from the kernel's "
-                              f"{', '.join(tiles)}: for other configs the grid follows the launch rule (change the "
-                              "host's values with the kernel's)")
+        tiles = sorted({name for combo, _ in self.rule.axes for name, _ in combo})
+        self._note_once("host grid", f"the host code computes its grid from values of its own, not from the "
+                        f"kernel's {', '.join(tiles)}: for other configs the grid follows the launch rule (change "
+                        "the host's values with the kernel's)")
         return dataclasses.replace(relaunched, grid=ruled)
 
     def _launched_heuristics(self) -> list:
@@ -308,12 +307,10 @@ class LaunchSubject(Subject):
         try:
             values = heuristic_values(self.heuristics, made, config)
         except Exception as exc:  # a user's lambda: any error means "not known here"
-            if not self._heuristics_failed:
-                self._heuristics_failed = True
-                names = ", ".join(n for values in self.heuristics for n in values)
-                self.notes.append(f"the kernel's @triton.heuristics ({names}) could not be evaluated without its "
-                                  f"data ({type(exc).__name__}: {exc}); other configs keep the launched values, "
-                                  "which may not be what the kernel would pick: measure them (--measure)")
+            names = ", ".join(n for values in self.heuristics for n in values)
+            self._note_once("heuristics failed", f"the kernel's @triton.heuristics ({names}) could not be evaluated "
+                            f"without its data ({type(exc).__name__}: {exc}); other configs keep the launched "
+                            "values, which may not be what the kernel would pick: measure them (--measure)")
             return made
         return with_heuristics(made, values)
 
@@ -388,12 +385,18 @@ class LaunchSubject(Subject):
                 overridden |= changed
                 continue
             kept.append(c)
-        if overridden and not any("set by the kernel's @triton.heuristics" in n for n in self.notes):
+        if overridden:
             verb, other = ("is", "it another value") if len(overridden) == 1 else ("are", "them other values")
-            self.notes.append(f"{', '.join(sorted(overridden))} {verb} set by the kernel's @triton.heuristics for "
-                              f"each config: configs that give {other} are not searched (the launch would run the "
-                              "heuristics' value)")
+            self._note_once("overridden", f"{', '.join(sorted(overridden))} {verb} set by the kernel's "
+                            f"@triton.heuristics for each config: configs that give {other} are not searched (the "
+                            "launch would run the heuristics' value)")
         return kept
+
+    def _note_once(self, kind: str, text: str) -> None:
+        """A note of a kind this subject adds once, whichever config first shows it."""
+        if kind not in self._noted:
+            self._noted.add(kind)
+            self.notes.append(text)
 
     def _covering_tiles(self) -> set[str]:
         """The tiles the search keeps as launched (advisor.advice.tile_roles), found once, with their note."""
@@ -565,7 +568,7 @@ def tuned_config(subject: Subject, config: Config) -> Config:
 
 
 def _def_line(source: str, kernel: str) -> int:
-    return line_of(source, rf"^\s*def\s+{re.escape(kernel)}\s*\(")
+    return kernel_def_line(source, kernel) or 1
 
 
 def tile_precheck(config: Config, spec: GPUSpec, element_bytes: int | None = 2) -> str | None:
