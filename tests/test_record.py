@@ -182,6 +182,11 @@ def test_suggest_ranks_a_recorded_autotune_group_on_the_host_grids(tmp_path):
     assert subject.launch_for(small).grid == (6,) and subject.precheck(small) is None
     assert subject.rule(small).grid == (3,)  # what the rule alone would have run it on
     assert result.trace.meta["autotune_groups"] == [[0, 1]]
+    # recorded on a GPU, the group's first entry is the autotuner's choice: it stays the current config
+    assert result.trace.meta["autotune_chosen"] is True and not subject.autotuner_picks
+    (nogpu,) = trace_subjects(tmp_path / "tuned.json", trace=record(["python3", str(prog)], tmp_path / "cpu.json",
+                                                                      no_gpu="h100").trace)
+    assert nogpu.autotuner_picks and read_trace(tmp_path / "cpu.json").meta["autotune_chosen"] is False
 
 
 ROUTING_PROGRAM = _DEVICE + textwrap.dedent("""

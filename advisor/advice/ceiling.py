@@ -146,7 +146,8 @@ def call_ceilings(path: str | Path, call: str, gpu: GPU, kernel: str | None = No
         c = _generic_ceiling(launch, gpu, f"--call {call!r}: launch {i} ({launch.kernel})")
         if i in groups:
             c = dataclasses.replace(c, notes=[*c.notes, f"autotuned: the first of its {groups[i]} configs; on a GPU "
-                                              "the autotuner picks one by timing (`advisor suggest` ranks them)"])
+                                              "the autotuner picks one by timing (`advisor suggest` ranks them and "
+                                              "shows the expected pick)"])
         out.append(c)
     if not out:
         raise AdvisorError(f"--call {call!r} launched no kernel {kernel!r}; launched: {', '.join(trace.kernels)}")

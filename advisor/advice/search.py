@@ -73,6 +73,9 @@ class Subject:
     gpu: GPU
     current: Config
     location: Location | None = None
+    # The current config stands for an autotuner's pick that was not made (an autotuned launch captured without
+    # a GPU records its list's first config): the search shows the pick instead (`stand_for_autotuner`).
+    autotuner_picks: bool = False
 
     @property
     def spec(self) -> GPUSpec:
@@ -173,7 +176,9 @@ class Advice:
         # one caveat per launch: the current and the suggested config are the same launch, and two lines
         # with two distances read as two launches; the farther one says it
         notes += sorted(outside, key=outside_note_distance)[-1:]
-        return [n for n in dict.fromkeys(notes + self.notes) if n != self.cannot_run]
+        # the autotuner's pick changes what "current" means: said first, where a short report shows it
+        picks = [n for n in self.notes if n.startswith(AUTOTUNED_NOTE)]
+        return [n for n in dict.fromkeys(picks + notes + self.notes) if n != self.cannot_run]
 
     def to_json(self) -> dict:
         s = self.subject
@@ -340,12 +345,20 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         advice.measured = len(timed)
         untimed = [c.config for c in ranked if c.config not in {t.config for t in timed}]
         advice.notes += rerank_untimed(subject, untimed, timed, model)
+    if subject.autotuner_picks:
+        stand_for_autotuner(advice)
     if advice.ranked and advice.speedup < NO_GAIN:
         # Nothing ranked beats the current config by a gain the report can show: it stays the suggestion
         # (listed once), so a "1.00x" is never reported as a change.
-        advice.ranked = [current] + [c for c in advice.ranked if c.config != current.config]
+        advice.ranked = [advice.current] + [c for c in advice.ranked if c.config != advice.current.config]
     kept = keep_current(advice, model)
     advice.why = explain(advice)
+    if subject.autotuner_picks and not advice.cannot_run:
+        cur = advice.current
+        advice.why = (f"autotuned: the autotuner picks among its {advice.considered} configs by timing on the GPU; "
+                      f"{'the fastest timed' if advice.measured else 'its expected pick'}, {cur.config.label()}, runs "
+                      f"at {cur.ceiling.ceiling_us / advice.time_of(cur):.0%} of its ceiling, bound by "
+                      f"{cur.ceiling.binding}: nothing in the list to change")
     if kept:
         advice.notes += kept
         advice.why = kept[0]
@@ -354,6 +367,32 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         advice.notes += close
         advice.why += "; a gain within the model's error, not a measured one: confirm it with --measure"
     return advice
+
+
+AUTOTUNED_NOTE = "autotuned over"  # the start of stand_for_autotuner's note
+
+
+def stand_for_autotuner(advice: Advice) -> None:
+    """An autotuned launch captured without a GPU: the recorded config is its list's first, but on the GPU the
+    autotuner times the list and runs the fastest, so a gain over the first is one the program already has.
+    The current config becomes the fastest the search found in the list (measured when timed, else predicted:
+    the model's guess of the autotuner's pick), with a note naming the first; where none of the list can run,
+    the first's problem stays the finding."""
+    first = advice.current
+    runnable = [c for c in advice.ranked if math.isfinite(advice.time_of(c))]
+    if not runnable:
+        return
+    pick = min(runnable, key=advice.time_of)
+    if advice.cannot_run:
+        was = f"cannot run ({advice.cannot_run}; the autotuner skips it)"
+    else:
+        was = f"{advice.time_of(first):.1f} us {'measured' if advice.measured and first.measured_us else 'predicted'}"
+    how = "the fastest of the configs timed" if advice.measured else "the model's guess of that pick"
+    advice.notes.append(f"{AUTOTUNED_NOTE} {advice.considered} configs: the autotuner times them on the GPU and runs "
+                        f"the fastest, so the current config shown is {how}, {pick.config.label()}; the list's first "
+                        f"({first.config.label()}, {was}) is what this capture recorded, not what runs")
+    advice.current, advice.cannot_run = pick, None
+    advice.ranked = [pick] + [c for c in advice.ranked if c.config != pick.config]
 
 
 def _note_search_limit(subject: Subject, failing: dict[Config, str], searched: int) -> None:

@@ -43,7 +43,9 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
     registered family's kernel is that family's subject (exact demand, its whole space); any other launch
     takes the space its kernel's file declares (autotune list, CONFIG_SPACE) or the neighbours of the
     recorded config. An autotuned launch captured without a GPU (one entry per config) is one subject: its
-    configs are the space, each with the launch it makes, and the first is the current config.
+    configs are the space, each with the launch it makes; what runs is the config the autotuner will pick
+    by timing, so the search shows its predicted (or measured) pick as the current config
+    (`advisor.advice.search.stand_for_autotuner`).
     `relaunch(i)`: for launch i, config -> the launch the program makes with that config (a call re-run)."""
     from advisor.capture.trace import autotune_groups, read_trace
     from ceilings.compile import load_kernel
@@ -70,6 +72,8 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
         subject = LaunchSubject(launch, gpu, space=list(variants) if variants else space, location=loc,
                                 variants=variants, relaunch=None if variants or relaunch is None else relaunch(i),
                                 declared=space if variants else None)
+        # captured without a GPU, an autotuned launch stands for the config the autotuner will pick, not its first
+        subject.autotuner_picks = bool(variants) and trace.meta.get("autotune_chosen") is False
         if count > 1:
             subject.label += f" (x{count})"
         out.append(subject)
