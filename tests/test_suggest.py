@@ -158,7 +158,9 @@ def _matmul_file_and_trace(tmp_path, kernel_text: str):
     return kernel, trace
 
 
-def test_apply_adds_the_suggestion_to_an_autotune_list(capsys, tmp_path):
+def test_apply_adds_the_suggestion_to_an_autotune_list(capsys, tmp_path, monkeypatch):
+    # the list alone: a config past it, which apply adds, is tests/test_autotuned_pick.py's
+    monkeypatch.setattr("advisor.advice.subjects.LaunchSubject.list_climb_rounds", 0)
     src = (FIXTURES / "matmul_kernel.py").read_text()
     decorated = src.replace("@triton.jit\n", (
         "@triton.autotune(\n"
@@ -279,7 +281,7 @@ def test_a_recorded_trace_of_shipped_kernels_is_advised_with_their_exact_model(t
     assert launches[0]["considered"] > 100  # the module's whole CONFIG_SPACE, not a compile-budget sample
 
 
-def test_an_autotune_list_that_tunes_some_parameters_keeps_the_others_as_launched(capsys, tmp_path):
+def test_an_autotune_list_that_tunes_some_parameters_keeps_the_others_as_launched(capsys, tmp_path, monkeypatch):
     """Issue 15 (FLA's l2norm): the recorder files a constexpr the host passes (BLOCK_K here) under the config
     with the tuned ones, and an autotune list without it had every config pruned as 'sets other
     parameters'; the list's configs keep the launched value, and apply writes them without it."""
@@ -291,6 +293,7 @@ def test_an_autotune_list_that_tunes_some_parameters_keeps_the_others_as_launche
               "    ],\n"
               "    key=['M', 'N', 'K'],\n"
               ")\n@triton.jit\n")
+    monkeypatch.setattr("advisor.advice.subjects.LaunchSubject.list_climb_rounds", 0)  # the list alone
     kernel, trace = _matmul_file_and_trace(tmp_path, src.replace("@triton.jit\n", listed, 1))
     code, out, err = run_cli(["suggest", str(kernel), "--trace", str(trace), "--format", "json",
                               "--min-speedup", "1.0", "--no-confirm"], capsys)

@@ -345,23 +345,30 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         advice.measured = len(timed)
         untimed = [c.config for c in ranked if c.config not in {t.config for t in timed}]
         advice.notes += rerank_untimed(subject, untimed, timed, model)
+    listed = getattr(subject, "listed", frozenset())
     if subject.autotuner_picks:
-        stand_for_autotuner(advice)
+        in_list = [c for c in (advice.ranked if measure else (predicted[c] for c in feasible))
+                   if (not listed or c.config in listed) and c.ceiling.ctas_per_sm]
+        stand_for_autotuner(advice, in_list, subject.confirm if confirm and not measure else None,
+                            len(listed) or len(space))
     if advice.ranked and advice.speedup < NO_GAIN:
         # Nothing ranked beats the current config by a gain the report can show: it stays the suggestion
         # (listed once), so a "1.00x" is never reported as a change.
         advice.ranked = [advice.current] + [c for c in advice.ranked if c.config != advice.current.config]
     kept = keep_current(advice, model)
     advice.why = explain(advice)
-    if subject.autotuner_picks and not advice.cannot_run:
+    if subject.autotuner_picks and not advice.cannot_run and advice.best.config == advice.current.config:
         cur = advice.current
-        advice.why = (f"autotuned: the autotuner picks among its {advice.considered} configs by timing on the GPU; "
-                      f"{'the fastest timed' if advice.measured else 'its expected pick'}, {cur.config.label()}, runs "
-                      f"at {cur.ceiling.ceiling_us / advice.time_of(cur):.0%} of its ceiling, bound by "
-                      f"{cur.ceiling.binding}: nothing in the list to change")
+        advice.why = (f"autotuned: the autotuner picks among its {len(listed) or advice.considered} configs by timing "
+                      f"on the GPU; {'the fastest timed' if advice.measured else 'its expected pick'}, "
+                      f"{cur.config.label()}, runs at {cur.ceiling.ceiling_us / advice.time_of(cur):.0%} of its "
+                      f"ceiling, bound by {cur.ceiling.binding}, and no config searched is expected to beat it")
     if kept:
         advice.notes += kept
         advice.why = kept[0]
+    if listed and advice.best.config not in listed and advice.gains(1.0):
+        advice.notes.append(f"{advice.best.config.label()} is not in the kernel's autotune list, so the autotuner "
+                            "cannot pick it until it is added (`advisor apply` adds it)")
     close = close_call(advice, model)
     if close:
         advice.notes += close
@@ -372,27 +379,37 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
 AUTOTUNED_NOTE = "autotuned over"  # the start of stand_for_autotuner's note
 
 
-def stand_for_autotuner(advice: Advice) -> None:
+def stand_for_autotuner(advice: Advice, in_list: Sequence[Candidate], confirm=None, listed: int = 0) -> None:
     """An autotuned launch captured without a GPU: the recorded config is its list's first, but on the GPU the
     autotuner times the list and runs the fastest, so a gain over the first is one the program already has.
-    The current config becomes the fastest the search found in the list (measured when timed, else predicted:
-    the model's guess of the autotuner's pick), with a note naming the first; where none of the list can run,
-    the first's problem stays the finding."""
+    The current config becomes the fastest of `in_list` (the list's candidates: measured when timed, else
+    predicted, the model's guess of the autotuner's pick; `confirm` compiles it for its notes and skips one
+    that cannot run), with a note naming the first; where none of the list can run, the first's problem
+    stays the finding. Configs past the list stay ranked against the pick."""
     first = advice.current
-    runnable = [c for c in advice.ranked if math.isfinite(advice.time_of(c))]
-    if not runnable:
+    pick = None
+    for cand in sorted((c for c in in_list if math.isfinite(advice.time_of(c))), key=advice.time_of):
+        if confirm is not None and cand not in advice.ranked:
+            why, notes = confirm(cand.config)
+            if why:
+                continue
+            cand.notes = [n for n in notes if n not in cand.notes] + cand.notes
+        pick = cand
+        break
+    if pick is None:
         return
-    pick = min(runnable, key=advice.time_of)
     if advice.cannot_run:
         was = f"cannot run ({advice.cannot_run}; the autotuner skips it)"
     else:
         was = f"{advice.time_of(first):.1f} us {'measured' if advice.measured and first.measured_us else 'predicted'}"
     how = "the fastest of the configs timed" if advice.measured else "the model's guess of that pick"
-    advice.notes.append(f"{AUTOTUNED_NOTE} {advice.considered} configs: the autotuner times them on the GPU and runs "
-                        f"the fastest, so the current config shown is {how}, {pick.config.label()}; the list's first "
-                        f"({first.config.label()}, {was}) is what this capture recorded, not what runs")
+    same = pick.config == first.config
+    advice.notes.append(f"{AUTOTUNED_NOTE} {listed or advice.considered} configs: the autotuner times them on the GPU "
+                        f"and runs the fastest, so the current config shown is {how}, {pick.config.label()}"
+                        + ("" if same else f"; the list's first ({first.config.label()}, {was}), which this capture "
+                           "recorded, is not what runs"))
     advice.current, advice.cannot_run = pick, None
-    advice.ranked = [pick] + [c for c in advice.ranked if c.config != pick.config]
+    advice.ranked = sorted([pick] + [c for c in advice.ranked if c.config != pick.config], key=advice.time_of)
 
 
 def _note_search_limit(subject: Subject, failing: dict[Config, str], searched: int) -> None:

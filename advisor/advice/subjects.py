@@ -236,6 +236,10 @@ class LaunchSubject(Subject):
         self._space = ([Config({k: c.params.get(k, v) for k, v in self.current.params.items()}, c.num_warps,
                                c.num_stages) if self.host_params else c for c in space]
                        if space is not None else None)
+        # An autotune list is the space the autotuner picks from, not every config the kernel can run: the
+        # search also climbs past it (`_extends_list`), and a config found there is one to add to the list.
+        self.listed: frozenset[Config] = frozenset(self._space or ()) if (
+            location is not None and location.what.startswith("autotune configs")) else frozenset()
         self.label = label or (f"{launch.kernel} grid={list(launch.grid)} "
                                + " ".join(f"{t.name}{list(t.shape)}" for t in launch.tensors[:3]))
         self.location = location or Location(launch.source, _def_line(launch.source, launch.kernel), "kernel")
@@ -316,6 +320,9 @@ class LaunchSubject(Subject):
 
     max_configs = 32  # each config of a generic kernel is compiled for its demand: a budget per launch
     climb_rounds = 3  # further neighbourhoods around the predicted best, for a kernel that declares no space
+    # past an autotune list, around its predicted best: its author searched the list's region already, and each
+    # round compiles up to half the budget again (FlagGems' mm: 22 configs, then 8 past them, 19 s here)
+    list_climb_rounds = 2
 
     def space(self) -> list[Config]:
         """The kernel's own space (its autotune list, a declared space, the configs a capture made), or
@@ -326,7 +333,8 @@ class LaunchSubject(Subject):
             return list(self._picked)
         declared = self._space is not None
         full = self._not_overridden(self._space if declared else around(self.current, self._covering_tiles()))
-        if len(full) <= self.max_configs and (declared or self.climb_rounds == 0):
+        fixed = declared and not self._extends_list()  # a declared space searched as it is
+        if len(full) <= self.max_configs and (fixed or (not declared and self.climb_rounds == 0)):
             return full
         picked = full
         if len(full) > self.max_configs:
@@ -334,21 +342,38 @@ class LaunchSubject(Subject):
             picked = guided_pick(feasible, self.current, self.max_configs, self._predicted_us)
             self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(picked)} the "
                               "latency model led to were compiled and ranked (each config is compiled for its demand)")
-        self._picked = picked if declared else self._climb(picked)
+        self._picked = picked if fixed else self._climb(picked, past_list=declared)
         return list(self._picked)
 
-    def _climb(self, first: list[Config]) -> list[Config]:
+    def _extends_list(self) -> bool:
+        """Whether the search climbs past the kernel's autotune list: configs there need launches from the launch
+        rule, so only where the rule gives every captured config of the list the grid the host code gave it."""
+        if not self.listed or not self.list_climb_rounds:
+            return False
+        for config, launch in self.variants.items():
+            if self.rule.unknown_grid(config) or tuple(self.rule.grid(config)) != tuple(launch.grid):
+                self._note_once("list kept", f"configs past the autotune list are not searched: the host code's "
+                                f"grid for {config.label()} ({list(launch.grid)}) is not one the launch rule explains, "
+                                "so their grids would be guesses")
+                return False
+        return True
+
+    def _climb(self, first: list[Config], past_list: bool = False) -> list[Config]:
         """`first` (the neighbourhood of the current config) and, round after round, the one-step
         neighbourhood of the config the model ranks fastest so far, while that config moves: a tile of
         64 whose best value is 1024 is four steps away, which one neighbourhood never reaches (flashnn's
-        row norms, RESULTS 38). Each round is compiled in parallel and held to the compile budget."""
+        row norms, RESULTS 38). Each round is compiled in parallel and held to the compile budget.
+        `past_list`: `first` is an autotune list, whose best config the climb starts from wherever it is;
+        the parameters the host passes keep their values."""
         if not first:
             return first
         times = dict(zip(first, self._predicted_us(first), strict=True))
         out, seen = list(first), set(first)
         best, rounds = min(times, key=times.get), 0
-        while best != self.current and rounds < self.climb_rounds:
-            near = [c for c in self._not_overridden(around(best, self._covering_tiles())) if c not in seen]
+        fixed = self._covering_tiles() | set(self.host_params)
+        limit = self.list_climb_rounds if past_list else self.climb_rounds
+        while (past_list or best != self.current) and rounds < limit and math.isfinite(times[best]):
+            near = [c for c in self._not_overridden(around(best, fixed)) if c not in seen]
             seen.update(near)
             feasible = [c for c in near if self.precheck(c) is None]
             if not feasible:
@@ -366,7 +391,8 @@ class LaunchSubject(Subject):
             best = moved
         self.climbed = set(out) - set(first)
         if rounds:
-            self.notes.append(f"searched {rounds} further neighbourhood(s) around the config the model ranked "
+            past = " past the autotune list" if past_list else ""
+            self.notes.append(f"searched {rounds} further neighbourhood(s){past} around the config the model ranked "
                               f"first ({len(out)} configs compiled and ranked)")
         return [c for c in out if math.isfinite(times.get(c, math.inf)) or c == self.current]
 
