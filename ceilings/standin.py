@@ -282,6 +282,13 @@ def environment(gpu=None):
                 if hasattr(torch_triton, "has_triton"):
                     stack.callback(setattr, torch_triton, "has_triton", torch_triton.has_triton)
                     torch_triton.has_triton = lambda: True
+            # A host function under `torch.library.triton_op` runs as the op's fake kernel on meta tensors, where
+            # `wrap_triton(kernel)[grid](...)` would go to a traced higher-order op that launches nothing; with
+            # it off, as torch turns it off for eager calls on real tensors, the launch reaches the capture.
+            with contextlib.suppress(ImportError, AttributeError):
+                from torch._library.triton import set_wrap_triton_enabled
+
+                stack.enter_context(set_wrap_triton_enabled(False))
             stack.enter_context(_meta_mode())
         yield spec
 

@@ -541,3 +541,37 @@ def test_a_call_whose_host_code_reads_the_autotuners_pick_is_captured(tmp_path):
     trace = capture_call(path, "scale(randn(4096, f32))")
     assert {launch.kernel for launch in trace.launches} == {"scale_kernel"}
     assert len(trace.launches) == 2  # the autotune group: one entry per config of the list
+
+
+TRITON_OP_FILE = '''
+import torch
+import triton
+import triton.language as tl
+from torch.library import triton_op, wrap_triton
+
+
+@triton.jit
+def double_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+@triton_op("advisor_test::double", mutates_args={})
+def double(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    n = x.numel()
+    wrap_triton(double_kernel)[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+    return y
+'''
+
+
+def test_a_host_function_registered_as_a_torch_triton_op_is_captured(tmp_path):
+    """torchao's entry points are `torch.library.triton_op`s launching through `wrap_triton`: on meta tensors the
+    op runs as its fake kernel, where wrap_triton traced a higher-order op and launched nothing ("launched no
+    Triton kernel"). The capture turns wrap_triton's tracing off, as torch does for eager calls."""
+    from advisor.capture.call import capture_call
+
+    path = tmp_path / "op_file.py"
+    path.write_text(TRITON_OP_FILE)
+    (launch,) = capture_call(path, "double(randn(1000000, f32))").launches
+    assert (launch.kernel, launch.grid, launch.config["BLOCK"]) == ("double_kernel", (977,), 1024)
