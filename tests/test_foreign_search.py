@@ -271,3 +271,75 @@ def test_a_host_that_sizes_its_grid_from_its_own_constants_gets_the_rules_grid(t
     assert smaller.grid == (64, 64) and smaller.config["BLOCK_M"] == 16
     assert subject.launch_for(Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 4, 3)).grid == (16, 32)
     assert sum("computes its grid from values of its own" in n for n in subject.notes) == 1
+
+
+COINCIDENCES = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def group_quant_kernel(x_ptr, x_stride_dim_0, x_stride_dim_1, y_ptr, s_ptr, M, K,
+                       BLOCK_SIZE: tl.constexpr, NUM_GROUPS: tl.constexpr):
+    rows = tl.program_id(0) * NUM_GROUPS + tl.arange(0, NUM_GROUPS)
+    cols = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + rows[:, None] * x_stride_dim_0 + cols[None, :] * x_stride_dim_1)
+    amax = tl.max(tl.abs(x), axis=1)
+    tl.store(y_ptr + rows[:, None] * K + cols[None, :], x / amax[:, None])
+    tl.store(s_ptr + rows * tl.num_programs(1) + tl.program_id(1), amax)
+
+
+def group_quant(x, block_size=128, groups=2):
+    M, K = x.shape
+    y = torch.empty_like(x)
+    s = torch.empty(M, K // block_size, dtype=torch.float32, device=x.device)
+    group_quant_kernel[(triton.cdiv(M, groups), triton.cdiv(K, block_size))](
+        x, x.stride(0), x.stride(1), y, s, M, K, BLOCK_SIZE=block_size, NUM_GROUPS=groups)
+    return y, s
+
+
+@triton.jit
+def row_attention_kernel(q_ptr, o_ptr, seqlen_q, nheads, BLOCK_M: tl.constexpr, HEAD: tl.constexpr):
+    start = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    rows = start + tl.arange(0, BLOCK_M)
+    offs = (bh * seqlen_q + rows)[:, None] * HEAD + tl.arange(0, HEAD)[None, :]
+    q = tl.load(q_ptr + offs, mask=rows[:, None] < seqlen_q)
+    tl.store(o_ptr + offs, q * 2.0, mask=rows[:, None] < seqlen_q)
+
+
+def row_attention(q, block_m=128):
+    batch, seqlen, nheads, head = q.shape
+    o = torch.empty_like(q)
+    row_attention_kernel[(triton.cdiv(seqlen, block_m), batch * nheads)](q, o, seqlen, nheads, BLOCK_M=block_m,
+                                                                         HEAD=head)
+    return o
+'''
+
+
+@pytest.mark.parametrize("call, tile", [
+    # x_stride_dim_0 = 4096 = round_up(x_stride_dim_1 + 32 (128 - 1), 128), 32 being the scales' second size
+    ("group_quant(randn(8192, 4096, bf16))", "BLOCK_SIZE"),
+    # seqlen_q = 2048 = round_up(nheads + 16 (128 - 1), 128), 16 being the batch: flash-attn's coincidence
+    ("row_attention(randn(16, 2048, 16, 64, f16))", "BLOCK_M"),
+])
+def test_a_stride_or_a_size_not_named_for_the_tile_is_no_padded_size(tmp_path, call, tile):
+    """Sizes that fit a worst-case padding form by the numbers alone: a tensor's stride (set by its layout) and a
+    size named for no tile with k groups taken from an unrelated dimension. Read as padded sizes, a config with
+    half the tile recomputed them (x_stride_dim_0 2048, seqlen_q 1024) and with them the grid and buffers."""
+    from advisor.advice.suggest import subjects_for
+
+    src = tmp_path / "coincidences.py"
+    src.write_text(COINCIDENCES)
+    (subject,) = subjects_for(str(src), call=call)
+    launch, rule = subject.launch, subject.rule
+    assert rule.padded == [] and rule(launch.config) == launch
+    half = launch.config.replace(**{tile: launch.config[tile] // 2})
+    assert rule(half).scalars == launch.scalars  # strides and sizes as launched
+    assert [t.shape for t in rule(half).tensors] == [t.shape for t in launch.tensors]
+    # The numbers alone tie (16 programs: 2048 / 128, or the batch), so the rule keeps the grid and says so. With no
+    # padded size the call is re-run per config (a padded size had turned that off), but the host sizes its grid
+    # from its own block size, which the re-run does not change: the config is not ranked, its grid unknown.
+    assert rule.unknown_grid(half) and subject.relaunch is not None
+    assert subject.launch_for(half).grid == launch.grid and "effect on the grid" in subject.precheck(half)

@@ -108,6 +108,11 @@ def named_tiles(launch: Launch, spellings: Sequence[str] = SIZE_SPELLINGS) -> li
     return out
 
 
+# A tensor's stride is set by its layout, never padded to a tile (torchao's x_stride_dim_0 = 4096 fitted
+# round_up(x_stride_dim_1 + 32 (t-1), t) by the numbers alone).
+_STRIDE = re.compile(r"stride", re.I)
+
+
 def padded_sizes(launch: Launch, skip: set[str] = frozenset()) -> list[PaddedSize]:
     """The padded size arguments of a launch (see the module docstring), one per tile parameter at most."""
     scalars = _int_scalars(launch)
@@ -121,14 +126,19 @@ def padded_sizes(launch: Launch, skip: set[str] = frozenset()) -> list[PaddedSiz
         letter = m.group(3).lower()
         candidates = []
         for name, s0 in scalars.items():
-            if not (name.lower().endswith(letter) or s0 in dims):
+            named = name.lower().endswith(letter)
+            if not (named or s0 in dims) or _STRIDE.search(name):
                 continue
             for base, u in scalars.items():
-                if base == name or not 0 < u < s0:
+                if base == name or not 0 < u < s0 or _STRIDE.search(base):
                     continue
                 for rank, (form, fn) in enumerate(_FORMS.items()):
                     if form == "round_up(U, t)":
                         k = 0 if u % t and fn(u, 0, t) == s0 else None
+                    elif not named:
+                        # k groups each padded: a size in the launch for k makes these forms fit many numbers
+                        # (flash-attn's seqlen_q = round_up(nheads + 16 (t-1), t)); only a size named for the tile
+                        k = None
                     else:
                         k = next((k for k in ks if fn(u, k, t) == s0), None)
                     if k is not None:

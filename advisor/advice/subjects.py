@@ -259,6 +259,11 @@ class LaunchSubject(Subject):
         self._noted: set[str] = set()  # kinds of note added once per subject (`_note_once`)
         self.heuristics = self._launched_heuristics()
 
+    @property
+    def declared_configs(self) -> list[Config]:
+        """The kernel's own space in its order (an autotune list's first config first); empty when it has none."""
+        return list(self._space or [])
+
     def launch_for(self, config: Config) -> Launch:
         if config in self.variants:
             return self.variants[config]
@@ -486,9 +491,12 @@ class LaunchSubject(Subject):
     def precheck(self, config: Config) -> str | None:
         if set(config.params) != set(self.current.params):
             return "sets other parameters than the kernel's launch"
-        if self.relaunch is None and self.grid == self.rule.grid and config not in self.variants:
+        if self.grid == self.rule.grid and config not in self.variants:
             unknown = self.rule.unknown_grid(config)  # its grid would be a guess: no speed-up claimed from it
-            if unknown:
+            # A re-run of the host code settles it where its grid moves with the config; one whose grid stays
+            # may size it from values of its own (`grid = (cdiv(seqlen, block_m), ...)` with the host's block_m),
+            # which the re-run's override of the kernel's constexprs does not reach.
+            if unknown and (self.relaunch is None or self.launch_for(config).grid == self.launch.grid):
                 return unknown
         compiled = self._compiled.get(config)
         if compiled is None and config == self.current:  # compiled for its ceiling in any case
