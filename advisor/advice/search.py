@@ -180,6 +180,14 @@ class Advice:
         picks = [n for n in self.notes if n.startswith(AUTOTUNED_NOTE)]
         return [n for n in dict.fromkeys(picks + notes + self.notes) if n != self.cannot_run]
 
+    def _ranked_json(self, cand: Candidate) -> dict:
+        """A ranked candidate, with whether its kernel's autotune list holds it (where the launch has one)."""
+        out = cand.to_json()
+        listed = getattr(self.subject, "listed", None)
+        if listed:
+            out["in_autotune_list"] = cand.config in listed
+        return out
+
     def to_json(self) -> dict:
         s = self.subject
         return {"launch": s.label, "kernel": s.kernel, "gpu": s.spec.name,
@@ -188,7 +196,7 @@ class Advice:
                 "current": self.current.to_json(), "best": self.best.to_json(),
                 "speedup": round(self.speedup, 4), "headroom": round(self.headroom, 4),
                 "binding": self.current.ceiling.binding, "why": self.why,
-                "ranked": [c.to_json() for c in self.ranked], "considered": self.considered,
+                "ranked": [self._ranked_json(c) for c in self.ranked], "considered": self.considered,
                 "pruned": dict(self.pruned), "measured": self.measured, "basis": self.basis,
                 "caveats": self.caveats, "notes": self.notes}
 
