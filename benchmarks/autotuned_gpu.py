@@ -113,8 +113,9 @@ def measure(named: str, out: Path) -> None:
             ok = {c: t for c, t in times.items() if c in listed}
             if ok:
                 best = min(ok, key=ok.get)
-                row.update(list_configs=len(listed), first=listed[0].label(), first_us=round(times.get(listed[0], 0), 3),
-                           list_best=best.label(), list_best_us=round(ok[best], 3))
+                row.update(list_configs=len(listed), first=listed[0].label(),
+                           first_us=round(times.get(listed[0], 0), 3), list_best=best.label(),
+                           list_best_us=round(ok[best], 3))
             for key, name in (("pick_config", "pick_us"), ("named_config", "named_us"),
                               ("lead_past_config", "lead_past_us")):
                 if key in want and Config.from_dict(want[key]) in times:
@@ -126,8 +127,8 @@ def measure(named: str, out: Path) -> None:
            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     (out / "autotuned_gpu.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
     print(json.dumps(env))
-    print("| kernel | list | first us | list best (autotuner) us | expected pick us (regret) | named | named us / list best "
-          "| lead past the list: predicted gain, list best / its us |")
+    print("| kernel | list | first us | list best (autotuner) us | expected pick us (regret) | named "
+          "| named us / list best | lead past the list: predicted gain, list best / its us |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "list_best_us" not in r:

@@ -357,3 +357,37 @@ def test_a_tile_is_covering_on_the_side_of_a_constexpr_branch_the_launch_takes(t
                     (("ONE_TILE_PER_CTA", one_tile),), Config({"TILE_N": 4096 if one_tile else 1024}, 8, 3))
     covering = covering_tiles(load_kernel(str(path), "row_sum_kernel"), launch.config.params, launch_rule(launch))
     assert covering == ({"TILE_N"} if one_tile else set())
+
+
+SWIZZLED = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def swizzled_kernel(a_ptr, c_ptr, M1, N1, K1, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    per_group = GROUP_M * tl.cdiv(N1, BLOCK_N)
+    first_m = (pid // per_group) * GROUP_M
+    pid_m = first_m + (pid % per_group) % GROUP_M
+    pid_n = (pid % per_group) // GROUP_M
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(c_ptr + rows[:, None] * N1 + cols[None, :], tl.load(a_ptr + rows[:, None] * K1 + cols[None, :]))
+'''
+
+
+def test_a_matmul_swizzle_group_never_divides_the_grid(tmp_path):
+    """xformers' tiled matmul: 512 programs = cdiv(M1, BLOCK_M) cdiv(N1, BLOCK_N) with no size named for a tile,
+    and by value also K1 / GROUP_M = 4096 / 8, which the rule took: another BLOCK_M kept 512 programs. A group
+    of Triton's program-order swizzle sets the order of the programs, not their number."""
+    src = tmp_path / "swizzled.py"
+    src.write_text(SWIZZLED)
+    launch = Launch(str(src), "swizzled_kernel", (512,),
+                    (_t("a_ptr", 4096, 4096), _t("c_ptr", 4096, 4096)), (("M1", 4096), ("N1", 4096), ("K1", 4096)),
+                    (), Config({"BLOCK_M": 128, "BLOCK_N": 256, "GROUP_M": 8}, 8, 3))
+    rule = launch_rule(launch)
+    assert not any("GROUP_M" in n and "cdiv" in n for n in rule.notes()), rule.notes()
+    # the two sizes tie by value (all 4096): the grid is kept, and a config that changes a tile is not ranked
+    assert rule.unknown_grid(launch.config.replace(BLOCK_M=64)) and rule(launch.config) == launch

@@ -64,6 +64,11 @@ def tile_word(name: str) -> str | None:
     return None
 
 
+# A matmul's program-order group (GROUP_SIZE_M, GROUP_M: Triton's tutorial swizzle) reorders the programs and never
+# sets how many there are; by value it "explained" xformers' tiled-matmul grid as cdiv(K1, GROUP_M) = 4096 / 8.
+SWIZZLE_GROUP = re.compile(r"^GROUP(_SIZE)?_[A-Z]$")
+
+
 def _power_of_two(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and v & (v - 1) == 0
 
@@ -186,7 +191,8 @@ def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int],
     tiles an axis was kept for (a config that changes one has a grid the recorded launch does not tell).
     `fixed`: axes the host sizes whatever the config (a grid-stride loop's), left as they are."""
     used = {name for combo, _ in axes for name, _ in combo}
-    free = {k: v for k, v in launch.config.params.items() if k not in used and _power_of_two(v)}
+    free = {k: v for k, v in launch.config.params.items()
+            if k not in used and _power_of_two(v) and not SWIZZLE_GROUP.match(k)}
     terms = _terms(launch, free, used_values)
     dims = {d for t in launch.tensors for d in t.shape if d >= 2}
     sizes = dims | {v for k, v in _int_args(launch).items() if v >= 2 and not k.lower().startswith("stride")}
