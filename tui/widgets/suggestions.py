@@ -28,10 +28,14 @@ def why(advice, rank: str, cand) -> str:
         return f"cannot run: {reason}"
     eff = f"{cand.ceiling.binding}-bound, {cand.efficiency:.0%} of its {cand.ceiling.ceiling_us:.1f} us ceiling"
     if rank == "cur":
-        return "current config; " + eff
+        # an autotuned launch captured without a GPU: the current row is the autotuner's expected pick
+        picked = getattr(advice.subject, "autotuner_picks", False)
+        return ("the autotuner's expected pick; " if picked else "current config; ") + eff
+    listed = getattr(advice.subject, "listed", None)
+    past = "past the autotune list; " if listed and cand.config not in listed else ""
     if cand is advice.best:
-        return advice.why
-    return eff + (f"; {cand.notes[0]}" if cand.notes else "")
+        return past + advice.why
+    return past + eff + (f"; {cand.notes[0]}" if cand.notes else "")
 
 
 def _interval(interval: tuple[float, float]) -> str:
