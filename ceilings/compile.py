@@ -235,14 +235,17 @@ def _package_of(path: Path) -> tuple[str, Path] | None:
     return (".".join(parts), folder) if parts else None
 
 
-def _skipped_note(module) -> str:
+def skipped_note(module) -> str:
     """Why a kernel may be missing: the first top-level statement that failed, if any."""
     skipped = getattr(module, "__advisor_skipped__", [])
     if not skipped:
         return ""
     line, error = skipped[0]
     more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-    return f"; line {line} of the file failed here and was skipped: {error}{more}"
+    missing = re.search(r"No module named '([\w.]+)'", error)
+    # a library's own dependency that this environment lacks: what the user can do about it
+    fix = f" (install {missing.group(1).split('.')[0]} where the advisor runs)" if missing else ""
+    return f"; line {line} of the file failed here and was skipped: {error}{more}{fix}"
 
 
 def find_kernels(module) -> dict[str, object]:
@@ -276,14 +279,14 @@ def load_kernel(path: str | os.PathLike, name: str | None = None):
     kernels = find_kernels(module)
     if not kernels:
         raise AdvisorError(f"{path} defines no Triton kernel (no @triton.jit function at top level or in a "
-                           "function that defines kernels)" + _skipped_note(module))
+                           "function that defines kernels)" + skipped_note(module))
     if name is None:
         if len(kernels) > 1:
             raise AdvisorError(f"{path} defines several Triton kernels ({', '.join(kernels)}); pick one with --kernel")
         return next(iter(kernels.values()))
     if name not in kernels:
         raise AdvisorError(f"{path} has no Triton kernel {name!r}; it defines {', '.join(kernels)}"
-                           + _skipped_note(module))
+                           + skipped_note(module))
     return kernels[name]
 
 

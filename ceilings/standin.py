@@ -289,11 +289,35 @@ def environment(gpu=None):
                 from torch._library.triton import set_wrap_triton_enabled
 
                 stack.enter_context(set_wrap_triton_enabled(False))
+            stack.enter_context(_custom_ops_run_eagerly())
             stack.enter_context(_meta_mode())
         yield spec
 
 
 _ABSENT = object()
+
+
+@contextlib.contextmanager
+def _custom_ops_run_eagerly():
+    """Calls of a `torch.library.custom_op` (libraries register their kernel entry points as ops: axolotl's
+    SwiGLU, torchao's triton_ops) run the op's Python function itself, as the op's CUDA kernel does on a GPU:
+    on meta tensors the dispatcher would run its fake kernel, which allocates outputs and launches nothing."""
+    try:
+        from torch._library.custom_ops import CustomOpDef
+    except ImportError:
+        yield
+        return
+    original = CustomOpDef.__call__
+
+    def call(self, *args, **kwargs):
+        fn = getattr(self, "_init_fn", None)
+        return fn(*args, **kwargs) if fn is not None else original(self, *args, **kwargs)
+
+    CustomOpDef.__call__ = call
+    try:
+        yield
+    finally:
+        CustomOpDef.__call__ = original
 
 
 def _restore(owner, name: str, value) -> None:

@@ -575,3 +575,38 @@ def test_a_host_function_registered_as_a_torch_triton_op_is_captured(tmp_path):
     path.write_text(TRITON_OP_FILE)
     (launch,) = capture_call(path, "double(randn(1000000, f32))").launches
     assert (launch.kernel, launch.grid, launch.config["BLOCK"]) == ("double_kernel", (977,), 1024)
+
+
+CUSTOM_OP_FILE = TRITON_OP_FILE.replace("from torch.library import triton_op, wrap_triton", "").replace(
+    '@triton_op("advisor_test::double", mutates_args={})', '@torch.library.custom_op("advisor_test::double_op", '
+    'mutates_args=())').replace("wrap_triton(double_kernel)", "double_kernel") + '''
+
+@double.register_fake
+def _(x):
+    return torch.empty_like(x)
+'''
+
+
+def test_a_host_function_registered_as_a_torch_custom_op_is_captured(tmp_path):
+    """axolotl registers its kernels' entry points with torch.library.custom_op and a fake kernel that only
+    allocates: on meta tensors the dispatcher ran the fake one and the call launched nothing. The capture runs
+    the op's own Python function, as its CUDA kernel does on a GPU."""
+    from advisor.capture.call import capture_call
+
+    path = tmp_path / "custom_op_file.py"
+    path.write_text(CUSTOM_OP_FILE)
+    (launch,) = capture_call(path, "double(randn(4096, f32))").launches
+    assert (launch.kernel, launch.grid) == ("double_kernel", (4,))
+
+
+def test_a_call_of_a_name_a_failed_import_left_undefined_says_which_module_is_missing(tmp_path):
+    from advisor.capture.call import capture_call
+
+    path = tmp_path / "needs_dep.py"
+    path.write_text(TRITON_OP_FILE.replace("import torch\n", "import torch\nfrom not_installed_dep import helper\n", 1)
+                    .replace('@triton_op("advisor_test::double", mutates_args={})\n', "@helper\n"))
+    with pytest.raises(AdvisorError) as exc:
+        capture_call(path, "double(randn(4096, f32))")
+    message = str(exc.value)
+    assert "double is not defined" in message and "No module named 'not_installed_dep'" in message
+    assert "(install not_installed_dep where the advisor runs)" in message

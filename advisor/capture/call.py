@@ -97,9 +97,12 @@ def host_functions(module) -> list[str]:
 def _check_names(tree: ast.Expression, namespace: dict, module, call: str, path: Path) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id not in namespace and not hasattr(builtins, node.id):
+            from ceilings.compile import skipped_note
+
             defined = ", ".join(host_functions(module)) or "no host functions"
             raise AdvisorError(f"--call {call!r}: {node.id} is not defined in {path.name} (it defines {defined}; "
-                               f"tensors: {', '.join(_FACTORIES)}; dtypes: {', '.join(_DTYPES)})")
+                               f"tensors: {', '.join(_FACTORIES)}; dtypes: {', '.join(_DTYPES)})"
+                               + skipped_note(module))
 
 
 def _failure_site(exc: BaseException, path: Path) -> tuple[str, bool]:
