@@ -11,9 +11,9 @@ So a kernel file is executed in a stand-in environment, one top-level statement 
 
 * `triton.runtime.driver.active` is a `StandInDriver` that answers device and target queries for a
   chosen GPU (the H100, sm_90, unless told otherwise) from `ceilings.hardware`; its torch device is
-  the `meta` device, so tensors made on it hold no data.
+  `cuda:0`, and tensors made on it are made on the `meta` device, so they hold no data.
 * A torch function mode sends tensors asked for on a CUDA device (`device="cuda"`, `.cuda()`,
-  `.to("cuda")`) to the `meta` device, reports meta tensors as CUDA tensors (`x.is_cuda`), and
+  `.to("cuda")`) to the `meta` device, reports meta tensors as CUDA tensors (`x.is_cuda`, `x.device`), and
   turns an operation that needs tensor values (`.item()`, `.tolist()`, `if x.any()`) into
   `NeedsData`. A few `torch.cuda` queries (`get_device_capability`, `get_device_name`,
   `get_device_properties`, `current_device`, `device(...)`, `synchronize`, `is_available`) answer for the
@@ -89,7 +89,9 @@ class StandInDriver:
     def get_active_torch_device(self):
         import torch
 
-        return torch.device("meta")
+        # cuda, as on the GPU: tensors asked for on it are made on the meta device (`_meta_mode`), and a tensor
+        # standing for a CUDA one reports this device (`x.device == DEVICE`, Triton's tutorials assert it)
+        return torch.device("cuda", 0)
 
     def get_current_device(self) -> int:
         return 0
@@ -153,6 +155,11 @@ def _meta_mode():
 
     data_methods = {getattr(torch.Tensor, name) for name in _DATA_METHODS if hasattr(torch.Tensor, name)}
     is_cuda_getter = torch.Tensor.is_cuda.__get__
+    # `x.device` of a tensor standing for a CUDA one says cuda, as on the GPU: libraries check it before they
+    # launch (DeepSpeed's RMS norm: `if tensor.device.type != "cuda": raise`); a device it is given back as
+    # (`torch.empty(n, device=x.device)`) is turned into meta below, as any CUDA device is.
+    device_getter = torch.Tensor.device.__get__
+    cuda0 = torch.device("cuda", 0)
 
     class MetaDevice(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -161,6 +168,8 @@ def _meta_mode():
                 raise NeedsData(f".{func.__name__}()")
             if func == is_cuda_getter and args and getattr(args[0], "is_meta", False):
                 return True
+            if func == device_getter and args and getattr(args[0], "is_meta", False):
+                return cuda0
             if "device" in kwargs and _is_gpu_device(kwargs["device"]):
                 kwargs["device"] = "meta"
             if func is torch.Tensor.cuda:

@@ -70,8 +70,8 @@ def test_each_style_opens_without_a_gpu(name):
     # Only the tutorials' own self-checks (launch, compare, print values) were skipped, never a definition.
     for line, error in module.__advisor_skipped__:
         assert error.startswith(("NotRunHere", "NameError", "NeedsData")), (line, error)
-    if hasattr(module, "DEVICE"):
-        assert str(module.DEVICE) == "meta"
+    if hasattr(module, "DEVICE"):  # the stand-in's device stands for the GPU's; tensors made on it hold no data
+        assert str(module.DEVICE) == "cuda:0"
 
 
 def test_opening_leaves_triton_and_torch_as_they_were():
@@ -610,3 +610,19 @@ def test_a_call_of_a_name_a_failed_import_left_undefined_says_which_module_is_mi
     message = str(exc.value)
     assert "double is not defined" in message and "No module named 'not_installed_dep'" in message
     assert "(install not_installed_dep where the advisor runs)" in message
+
+
+def test_a_host_function_that_checks_its_tensors_device_is_captured(tmp_path):
+    """DeepSpeed's fused RMS norm refuses a tensor whose `device.type` is not "cuda" before it launches: the
+    capture's tensors stand for CUDA ones, so they say cuda there too (and `is_cuda` already did)."""
+    from advisor.capture.call import capture_call
+
+    path = tmp_path / "device_check.py"
+    path.write_text(TRITON_OP_FILE.replace("from torch.library import triton_op, wrap_triton\n", "")
+                    .replace('@triton_op("advisor_test::double", mutates_args={})\n', "")
+                    .replace("wrap_triton(double_kernel)", "double_kernel")
+                    .replace("    y = torch.empty_like(x)\n",
+                             '    if x.device.type != "cuda":\n        raise RuntimeError(f"x is on {x.device}")\n'
+                             "    y = torch.empty(x.shape, device=x.device, dtype=x.dtype)\n"))
+    (launch,) = capture_call(path, "double(randn(4096, f32))").launches
+    assert launch.kernel == "double_kernel" and launch.tensors[1].shape == (4096,)
