@@ -626,3 +626,17 @@ def test_a_host_function_that_checks_its_tensors_device_is_captured(tmp_path):
                              "    y = torch.empty(x.shape, device=x.device, dtype=x.dtype)\n"))
     (launch,) = capture_call(path, "double(randn(4096, f32))").launches
     assert launch.kernel == "double_kernel" and launch.tensors[1].shape == (4096,)
+
+
+def test_a_name_error_inside_the_call_names_the_top_level_statement_that_failed(tmp_path):
+    """DeepSpeed's ops import `_TRITON_AVAILABLE` from a module of theirs at the top level; where that import
+    fails (a dependency missing), the call fails later with a NameError, which says nothing of the cause."""
+    from advisor.capture.call import capture_call
+
+    path = tmp_path / "late_name.py"
+    path.write_text(TRITON_OP_FILE.replace("import torch\n", "import torch\nfrom not_installed_dep import READY\n", 1)
+                    .replace("    y = torch.empty_like(x)\n", "    assert READY\n    y = torch.empty_like(x)\n"))
+    with pytest.raises(AdvisorError) as exc:
+        capture_call(path, "double(randn(4096, f32))")
+    message = str(exc.value)
+    assert "NameError: name 'READY' is not defined" in message and "(install not_installed_dep" in message

@@ -191,3 +191,26 @@ def test_a_config_that_does_not_compile_is_pruned_with_why_and_a_current_one_can
     subject.failing_current = A
     advice = search(subject, confirm=False, model=MODEL)
     assert advice.cannot_run.startswith("its compile ran past the 120 s limit") and advice.best.config == C
+
+
+def test_timings_on_made_up_control_data_are_flagged():
+    """DeepSpeed's grouped GEMM (RESULTS 39): its group sizes come from an earlier kernel, the trace has no
+    contents for them, the measurer fills them with zeros and every CTA exits: 2.4 us timed for a 120-GFLOP
+    launch. Where the ceiling says the kernel's exits depend on memory, the measured advice says so."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from advisor.advice.search import made_up_control_data
+    from ceilings.launch import TensorArg
+
+    exits = SimpleNamespace(notes=["early exit before line 121: condition not determined by the launch: the floor "
+                                   "counts what follows 0 times, the expected work once"])
+    sizes = TensorArg.contiguous("m_size", (8,), "int32")
+    launch = SimpleNamespace(tensors=(TensorArg.contiguous("a", (64, 64), "bfloat16"), sizes))
+    (note,) = made_up_control_data(SimpleNamespace(launch=launch), SimpleNamespace(ceiling=exits))
+    assert "timed with zeros in m_size" in note and "`advisor record`" in note
+    # with the sizes' contents in the trace, or a kernel whose work no memory decides: nothing to say
+    known = SimpleNamespace(tensors=(launch.tensors[0], dataclasses.replace(sizes, values=(1,) * 8)))
+    assert made_up_control_data(SimpleNamespace(launch=known), SimpleNamespace(ceiling=exits)) == []
+    plain = SimpleNamespace(notes=["warm L2: ..."])
+    assert made_up_control_data(SimpleNamespace(launch=launch), SimpleNamespace(ceiling=plain)) == []

@@ -150,7 +150,12 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
         first = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
         if at_call and isinstance(exc, TypeError):
             raise AdvisorError(f"--call {call!r}: wrong arguments ({exc})") from None
-        raise AdvisorError(f"--call {call!r} failed at {where}: {first}") from None
+        from ceilings.compile import skipped_note
+
+        # a name the file's top level would have defined, had its statement not failed here (an import of a
+        # dependency this environment lacks): that statement is the cause to report
+        cause = skipped_note(module) if isinstance(exc, NameError) else ""
+        raise AdvisorError(f"--call {call!r} failed at {where}: {first}{cause}") from None
     data = rec.data()
     if not data["launches"]:
         raise AdvisorError(f"--call {call!r} launched no Triton kernel; call the host function that launches "
