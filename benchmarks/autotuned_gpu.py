@@ -128,14 +128,14 @@ def measure(named: str, out: Path) -> None:
     (out / "autotuned_gpu.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
     print(json.dumps(env))
     print("| kernel | list | first us | list best (autotuner) us | expected pick us (regret) | named "
-          "| named us / list best | lead past the list: predicted gain, list best / its us |")
+          "| list best us / named us | lead past the list: predicted gain, list best us / its us |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "list_best_us" not in r:
             print(f"| {r.get('kernel', r['call'][:40])} | error: {r.get('error', '')[:80]} |")
             continue
         regret = r["pick_us"] / r["list_best_us"] if r.get("pick_us") else None
-        named = (f"{r['named_us'] / r['list_best_us']:.2f}x" if r.get("named_us") else r.get("named_error", "-"))
+        named = (f"{r['list_best_us'] / r['named_us']:.2f}x" if r.get("named_us") else r.get("named_error", "-"))
         print(f"| {r['kernel']} | {r['list_configs']} | {r['first_us']} | {r['list_best']} ({r['list_best_us']}) | "
               f"{r['pick']} ({r.get('pick_us')}, {f'{regret:.3f}' if regret else '-'}) | "
               f"{r['named']}{' (past the list)' if r['past_list'] else ''} | {named} | "
