@@ -2,7 +2,7 @@
 
 Without a GPU the capture records an autotune list's first config; on the GPU the autotuner times the
 list and runs the fastest. `suggest` shows its expected pick as current and may name a config past the
-list (advisor.advice.search.stand_for_autotuner, LaunchSubject._extends_list). This times, per autotuned
+list (advisor.advice.autotuner_pick.stand_for_autotuner, LaunchSubject._extends_list). This times, per autotuned
 launch, every config of its list (the fastest standing for the autotuner's pick), the expected pick and the
 config `suggest` named, with the product's measurer (random inputs, outputs checked against the recorded
 config's, CUDA-graph timing).

@@ -1,5 +1,5 @@
 """An autotuned launch captured without a GPU: what runs is the autotuner's pick, not the list's first
-(advisor.advice.search.stand_for_autotuner), and the search climbs past the list for a config to add to it
+(advisor.advice.autotuner_pick.stand_for_autotuner), and the search climbs past the list for a config to add to it
 (LaunchSubject._extends_list), which `apply` writes into the list.
 
 The model's predictions are replaced by a known function of the config here: these tests check what the

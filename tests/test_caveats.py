@@ -80,7 +80,7 @@ def test_github_and_sarif_messages_carry_the_caveats(matmul_advices):
     # moves with each refit of the transfer model (1.18x against 1.19x after RESULTS 33), and these lines check
     # the annotation's text, not that choice: so the model's fastest config is put first, and min_speedup 1.0
     # makes any gain a finding. (The launch is autotuned and captured without a GPU, so the current config is
-    # already the list's fastest, search.stand_for_autotuner: the slowest ranked stands in for a current config.)
+    # already the list's fastest, advisor.advice.autotuner_pick: the slowest ranked stands in for a current one.)
     (advice,) = matmul_advices
     fastest = min(advice.ranked, key=lambda c: c.predicted_us)
     slowest = max(advice.ranked, key=lambda c: c.predicted_us)

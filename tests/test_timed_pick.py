@@ -200,7 +200,7 @@ def test_timings_on_made_up_control_data_are_flagged():
     import dataclasses
     from types import SimpleNamespace
 
-    from advisor.advice.search import made_up_control_data
+    from advisor.advice.timed_pick import made_up_control_data
     from ceilings.launch import TensorArg
 
     exits = SimpleNamespace(notes=["early exit before line 121: condition not determined by the launch: the floor "

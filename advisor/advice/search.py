@@ -74,7 +74,7 @@ class Subject:
     current: Config
     location: Location | None = None
     # The current config stands for an autotuner's pick that was not made (an autotuned launch captured without
-    # a GPU records its list's first config): the search shows the pick instead (`stand_for_autotuner`).
+    # a GPU records its list's first config): the search shows the pick instead (`advisor.advice.autotuner_pick`).
     autotuner_picks: bool = False
 
     @property
@@ -346,16 +346,18 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         current.notes = notes + current.notes
     advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run)
     if measure:
-        from advisor.advice.timed_pick import time_configs
+        from advisor.advice.timed_pick import made_up_control_data, time_configs
 
         timed = time_configs(subject, advice, current, ranked, measure, subject.measurer(), confirm, model)
         advice.ranked = timed
         advice.measured = len(timed)
         untimed = [c.config for c in ranked if c.config not in {t.config for t in timed}]
         advice.notes += rerank_untimed(subject, untimed, timed, model)
-        advice.notes += made_up_control_data(subject, current)
+        advice.notes += made_up_control_data(subject, current)  # advisor.advice.timed_pick
     listed = getattr(subject, "listed", frozenset())
     if subject.autotuner_picks:
+        from advisor.advice.autotuner_pick import stand_for_autotuner
+
         in_list = [c for c in (advice.ranked if measure else (predicted[c] for c in feasible))
                    if (not listed or c.config in listed) and c.ceiling.ctas_per_sm]
         stand_for_autotuner(advice, in_list, subject.confirm if confirm and not measure else None,
@@ -385,40 +387,7 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
     return advice
 
 
-AUTOTUNED_NOTE = "autotuned over"  # the start of stand_for_autotuner's note
-
-
-def stand_for_autotuner(advice: Advice, in_list: Sequence[Candidate], confirm=None, listed: int = 0) -> None:
-    """An autotuned launch captured without a GPU: the recorded config is its list's first, but on the GPU the
-    autotuner times the list and runs the fastest, so a gain over the first is one the program already has.
-    The current config becomes the fastest of `in_list` (the list's candidates: measured when timed, else
-    predicted, the model's guess of the autotuner's pick; `confirm` compiles it for its notes and skips one
-    that cannot run), with a note naming the first; where none of the list can run, the first's problem
-    stays the finding. Configs past the list stay ranked against the pick."""
-    first = advice.current
-    pick = None
-    for cand in sorted((c for c in in_list if math.isfinite(advice.time_of(c))), key=advice.time_of):
-        if confirm is not None and cand not in advice.ranked:
-            why, notes = confirm(cand.config)
-            if why:
-                continue
-            cand.notes = [n for n in notes if n not in cand.notes] + cand.notes
-        pick = cand
-        break
-    if pick is None:
-        return
-    if advice.cannot_run:
-        was = f"cannot run ({advice.cannot_run}; the autotuner skips it)"
-    else:
-        was = f"{advice.time_of(first):.1f} us {'measured' if advice.measured and first.measured_us else 'predicted'}"
-    how = "the fastest of the configs timed" if advice.measured else "the model's guess of that pick"
-    same = pick.config == first.config
-    advice.notes.append(f"{AUTOTUNED_NOTE} {listed or advice.considered} configs: the autotuner times them on the GPU "
-                        f"and runs the fastest, so the current config shown is {how}, {pick.config.label()}"
-                        + ("" if same else f"; the list's first ({first.config.label()}, {was}), which this capture "
-                           "recorded, is not what runs"))
-    advice.current, advice.cannot_run = pick, None
-    advice.ranked = sorted([pick] + [c for c in advice.ranked if c.config != pick.config], key=advice.time_of)
+AUTOTUNED_NOTE = "autotuned over"  # the start of advisor.advice.autotuner_pick's note
 
 
 def _note_search_limit(subject: Subject, failing: dict[Config, str], searched: int) -> None:
@@ -434,29 +403,6 @@ def _note_search_limit(subject: Subject, failing: dict[Config, str], searched: i
 
 
 SEARCH_CUT_NOTE = "search cut short"  # the caveat's start (the TUI raises it as a warning)
-
-
-# The ceiling's notes for work that the contents of memory decide (ceilings.demand): an exit, a branch, a loop bound.
-_DATA_DECIDED = ("condition not determined by the launch", "bound depends on memory")
-
-
-def made_up_control_data(subject: Subject, current: Candidate) -> list[str]:
-    """A note when the configs were timed on integer tensors the trace has no contents for (the measurer fills
-    them with zeros, advisor.measure.launch_run) while the kernel's exits or loop bounds depend on memory: a
-    grouped GEMM whose group sizes an earlier kernel computes then times its CTAs exiting (DeepSpeed's, RESULTS 39:
-    2.4 us for a 120-GFLOP launch), not the program's work."""
-    launch = getattr(subject, "launch", None)
-    if launch is None or current.ceiling is None:
-        return []
-    if not any(k in n for n in current.ceiling.notes for k in _DATA_DECIDED):
-        return []
-    made_up = [t.name for t in launch.tensors
-               if t.values is None and not (t.dtype.startswith(("float", "bfloat")))]
-    if not made_up:
-        return []
-    return [f"timed with zeros in {', '.join(made_up[:4])}{' ...' if len(made_up) > 4 else ''} (the trace has no "
-            "contents for them) while the kernel's exits or loop bounds depend on memory: these times may not be "
-            "the program's; record the program on a GPU (`advisor record`) so that their contents travel with it"]
 
 
 def rerank_untimed(subject: Subject, untimed: Sequence[Config], timed: Sequence[Candidate], model=None) -> list[str]:

@@ -45,7 +45,7 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
     recorded config. An autotuned launch captured without a GPU (one entry per config) is one subject: its
     configs are the space, each with the launch it makes; what runs is the config the autotuner will pick
     by timing, so the search shows its predicted (or measured) pick as the current config
-    (`advisor.advice.search.stand_for_autotuner`).
+    (`advisor.advice.autotuner_pick.stand_for_autotuner`).
     `relaunch(i)`: for launch i, config -> the launch the program makes with that config (a call re-run)."""
     from advisor.capture.trace import autotune_groups, read_trace
     from ceilings.compile import load_kernel

@@ -115,3 +115,26 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
                 "were timed (another process on it?); every timed config was timed once more and keeps its faster "
                 "time, but the ranking may still be off: time again on an idle GPU")
     return timed
+
+
+# The ceiling's notes for work that the contents of memory decide (ceilings.demand): an exit, a branch, a loop bound.
+_DATA_DECIDED = ("condition not determined by the launch", "bound depends on memory")
+
+
+def made_up_control_data(subject: Subject, current: Candidate) -> list[str]:
+    """A note when the configs were timed on integer tensors the trace has no contents for (the measurer fills
+    them with zeros, advisor.measure.launch_run) while the kernel's exits or loop bounds depend on memory: a
+    grouped GEMM whose group sizes an earlier kernel computes then times its CTAs exiting (DeepSpeed's, RESULTS 39:
+    2.4 us for a 120-GFLOP launch), not the program's work."""
+    launch = getattr(subject, "launch", None)
+    if launch is None or current.ceiling is None:
+        return []
+    if not any(k in n for n in current.ceiling.notes for k in _DATA_DECIDED):
+        return []
+    made_up = [t.name for t in launch.tensors
+               if t.values is None and not (t.dtype.startswith(("float", "bfloat")))]
+    if not made_up:
+        return []
+    return [f"timed with zeros in {', '.join(made_up[:4])}{' ...' if len(made_up) > 4 else ''} (the trace has no "
+            "contents for them) while the kernel's exits or loop bounds depend on memory: these times may not be "
+            "the program's; record the program on a GPU (`advisor record`) so that their contents travel with it"]

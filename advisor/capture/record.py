@@ -188,7 +188,7 @@ def trace_of_capture(data: dict, folder: Path, argv: list[str], out: Path, notes
     if groups:
         meta["autotune_groups"] = groups
         # Without a GPU nothing was timed: each group's first entry is the list's first config, not the one the
-        # autotuner would run (advisor.advice.search.stand_for_autotuner).
+        # autotuner would run (advisor.advice.autotuner_pick.stand_for_autotuner).
         meta["autotune_chosen"] = "no-gpu" not in (data.get("capture_paths") or ())
     trace = Trace(launches, counts, lines, data.get("gpu"), [str(a) for a in argv], now_iso(), meta)
     return RecordResult(trace, 0, out, skipped, errors, notes)
