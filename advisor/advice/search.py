@@ -378,8 +378,11 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         advice.notes += kept
         advice.why = kept[0]
     if listed and advice.best.config not in listed and advice.gains(1.0):
+        built = subject.location is not None and "built by code" in subject.location.what
         advice.notes.append(f"{advice.best.config.label()} is not in the kernel's autotune list, so the autotuner "
-                            "cannot pick it until it is added (`advisor apply` adds it)")
+                            "cannot pick it until it is added ("
+                            + ("the list is built by code: `advisor apply` says what to add where)" if built
+                               else "`advisor apply` adds it)"))
     close = close_call(advice, model)
     if close:
         advice.notes += close
