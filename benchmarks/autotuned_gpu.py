@@ -11,8 +11,8 @@ Input: JSON lines {"file", "call", "launches": [{"kernel", "first", "pick", "nam
 "pick_config", "speedup"}]} written by `--plan` on a machine without a GPU (the suggestions as a user gets
 them there).
 
-    PYTHONPATH=/tmp/site python benchmarks/autotuned_gpu.py --plan --calls CALLS.txt > PLAN.jsonl   # no GPU
-    PYTHONPATH=/tmp/site python3 benchmarks/autotuned_gpu.py --named PLAN.jsonl --out $OUT         # on the GPU
+    PYTHONPATH=/tmp/site python benchmarks/autotuned_gpu.py --plan --calls CALLS.txt [--gpu h200] > PLAN.jsonl  # no GPU
+    PYTHONPATH=/tmp/site python3 benchmarks/autotuned_gpu.py --named PLAN.jsonl --out $OUT [--gpu h200]        # on it
 """
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ sys.path.insert(0, str(ROOT))
 MAX_LIST = 24  # configs of a list timed per launch (the device budget)
 
 
-def plan(calls: str) -> None:
+def plan(calls: str, gpu: str) -> None:
     """`suggest FILE --call CALL --format json` per line (its own process, as a user runs it), reduced to what
     the GPU run needs."""
     for line in Path(calls).read_text().splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         path, call = line.split("|", 1)
-        proc = subprocess.run([sys.executable, "-m", "tui.entry", "suggest", path, "--call", call, "--format", "json"],
+        proc = subprocess.run([sys.executable, "-m", "tui.entry", "suggest", path, "--call", call, "--format", "json",
+                               "--gpu", gpu],
                               capture_output=True, text=True, cwd=ROOT, timeout=600,
                               env={**os.environ, "COLUMNS": "200"})
         entry = {"file": path, "call": call, "rc": proc.returncode, "launches": []}
@@ -68,11 +69,12 @@ def plan(calls: str) -> None:
         print(json.dumps(entry), flush=True)
 
 
-def measure(named: str, out: Path) -> None:
+def measure(named: str, out: Path, gpu: str) -> None:
     import torch
     import triton
 
     from advisor.advice.suggest import subjects_for
+    from ceilings.hardware import resolve_gpu
     from ceilings.launch import Config
 
     rows = []
@@ -81,7 +83,7 @@ def measure(named: str, out: Path) -> None:
         if not entry.get("launches"):
             continue
         try:
-            subjects = subjects_for(entry["file"], call=entry["call"])
+            subjects = subjects_for(entry["file"], call=entry["call"], gpu=resolve_gpu(gpu))
         except Exception as exc:  # noqa: BLE001 - a call that cannot be captured is a row, not a stop
             rows.append({"call": entry["call"], "error": f"{type(exc).__name__}: {exc}"[:300]})
             continue
@@ -150,13 +152,14 @@ def main() -> None:
     parser.add_argument("--calls")
     parser.add_argument("--named")
     parser.add_argument("--out", default=".")
+    parser.add_argument("--gpu", default="h100", help="the GPU the suggestions are for and the capture answers as")
     args = parser.parse_args()
     if args.plan:
-        plan(args.calls)
+        plan(args.calls, args.gpu)
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    measure(args.named, out)
+    measure(args.named, out, args.gpu)
 
 
 if __name__ == "__main__":
