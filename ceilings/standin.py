@@ -291,9 +291,9 @@ def environment(gpu=None):
                 if hasattr(torch_triton, "has_triton"):
                     stack.callback(setattr, torch_triton, "has_triton", torch_triton.has_triton)
                     torch_triton.has_triton = lambda: True
-            # A host function under `torch.library.triton_op` runs as the op's fake kernel on meta tensors, where
-            # `wrap_triton(kernel)[grid](...)` would go to a traced higher-order op that launches nothing; with
-            # it off, as torch turns it off for eager calls on real tensors, the launch reaches the capture.
+            # `wrap_triton(kernel)[grid](...)` on meta tensors goes to a traced higher-order op that launches
+            # nothing; with it off, as torch turns it off for eager calls on real tensors (a `triton_op`'s own
+            # function does so itself, which `_custom_ops_run_eagerly` calls), the launch reaches the capture.
             with contextlib.suppress(ImportError, AttributeError):
                 from torch._library.triton import set_wrap_triton_enabled
 

@@ -599,19 +599,6 @@ def test_a_host_function_registered_as_a_torch_custom_op_is_captured(tmp_path):
     assert (launch.kernel, launch.grid) == ("double_kernel", (4,))
 
 
-def test_a_call_of_a_name_a_failed_import_left_undefined_says_which_module_is_missing(tmp_path):
-    from advisor.capture.call import capture_call
-
-    path = tmp_path / "needs_dep.py"
-    path.write_text(TRITON_OP_FILE.replace("import torch\n", "import torch\nfrom not_installed_dep import helper\n", 1)
-                    .replace('@triton_op("advisor_test::double", mutates_args={})\n', "@helper\n"))
-    with pytest.raises(AdvisorError) as exc:
-        capture_call(path, "double(randn(4096, f32))")
-    message = str(exc.value)
-    assert "double is not defined" in message and "No module named 'not_installed_dep'" in message
-    assert "(install not_installed_dep where the advisor runs)" in message
-
-
 def test_a_host_function_that_checks_its_tensors_device_is_captured(tmp_path):
     """DeepSpeed's fused RMS norm refuses a tensor whose `device.type` is not "cuda" before it launches: the
     capture's tensors stand for CUDA ones, so they say cuda there too (and `is_cuda` already did)."""
@@ -628,15 +615,30 @@ def test_a_host_function_that_checks_its_tensors_device_is_captured(tmp_path):
     assert launch.kernel == "double_kernel" and launch.tensors[1].shape == (4096,)
 
 
-def test_a_name_error_inside_the_call_names_the_top_level_statement_that_failed(tmp_path):
-    """DeepSpeed's ops import `_TRITON_AVAILABLE` from a module of theirs at the top level; where that import
-    fails (a dependency missing), the call fails later with a NameError, which says nothing of the cause."""
+MISSING_DEP = "import torch\nfrom not_installed_dep import {}\n"
+
+
+@pytest.mark.parametrize("edits, expected", [
+    # a host function under a decorator the failed import would have defined: the call's name is undefined
+    ([("import torch\n", MISSING_DEP.format("helper")), ('@triton_op("advisor_test::double", mutates_args={})\n',
+                                                        "@helper\n")],
+     ["double is not defined", "No module named 'not_installed_dep'",
+      "(install not_installed_dep where the advisor runs)"]),
+    # DeepSpeed's ops import `_TRITON_AVAILABLE` from a module of theirs at the top level; where that import
+    # fails, the call fails later with a NameError, which says nothing of the cause
+    ([("import torch\n", MISSING_DEP.format("READY")), ("    y = torch.empty_like(x)\n",
+                                                       "    assert READY\n    y = torch.empty_like(x)\n")],
+     ["NameError: name 'READY' is not defined", "(install not_installed_dep"]),
+])
+def test_a_name_a_failed_import_left_undefined_says_which_module_is_missing(tmp_path, edits, expected):
     from advisor.capture.call import capture_call
 
-    path = tmp_path / "late_name.py"
-    path.write_text(TRITON_OP_FILE.replace("import torch\n", "import torch\nfrom not_installed_dep import READY\n", 1)
-                    .replace("    y = torch.empty_like(x)\n", "    assert READY\n    y = torch.empty_like(x)\n"))
+    text = TRITON_OP_FILE
+    for old, new in edits:
+        text = text.replace(old, new, 1)
+    path = tmp_path / "needs_dep.py"
+    path.write_text(text)
     with pytest.raises(AdvisorError) as exc:
         capture_call(path, "double(randn(4096, f32))")
     message = str(exc.value)
-    assert "NameError: name 'READY' is not defined" in message and "(install not_installed_dep" in message
+    assert all(part in message for part in expected), message

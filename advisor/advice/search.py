@@ -76,6 +76,9 @@ class Subject:
     # The current config stands for an autotuner's pick that was not made (an autotuned launch captured without
     # a GPU records its list's first config): the search shows the pick instead (`advisor.advice.autotuner_pick`).
     autotuner_picks: bool = False
+    # The configs of the kernel's autotune list, where the launch has one (LaunchSubject): the autotuner picks
+    # among them, and a config found past them is one to add to the list.
+    listed: frozenset = frozenset()
 
     @property
     def spec(self) -> GPUSpec:
@@ -183,9 +186,8 @@ class Advice:
     def _ranked_json(self, cand: Candidate) -> dict:
         """A ranked candidate, with whether its kernel's autotune list holds it (where the launch has one)."""
         out = cand.to_json()
-        listed = getattr(self.subject, "listed", None)
-        if listed:
-            out["in_autotune_list"] = cand.config in listed
+        if self.subject.listed:
+            out["in_autotune_list"] = cand.config in self.subject.listed
         return out
 
     def to_json(self) -> dict:
@@ -354,14 +356,14 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         untimed = [c.config for c in ranked if c.config not in {t.config for t in timed}]
         advice.notes += rerank_untimed(subject, untimed, timed, model)
         advice.notes += made_up_control_data(subject, current)  # advisor.advice.timed_pick
-    listed = getattr(subject, "listed", frozenset())
+    listed = subject.listed
+    list_size = len(listed) or len(space)  # the configs the autotuner picks among
     if subject.autotuner_picks:
         from advisor.advice.autotuner_pick import stand_for_autotuner
 
         in_list = [c for c in (advice.ranked if measure else (predicted[c] for c in feasible))
                    if (not listed or c.config in listed) and c.ceiling.ctas_per_sm]
-        stand_for_autotuner(advice, in_list, subject.confirm if confirm and not measure else None,
-                            len(listed) or len(space))
+        stand_for_autotuner(advice, in_list, subject.confirm if confirm and not measure else None, list_size)
     if advice.ranked and advice.speedup < NO_GAIN:
         # Nothing ranked beats the current config by a gain the report can show: it stays the suggestion
         # (listed once), so a "1.00x" is never reported as a change.
@@ -370,7 +372,7 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
     advice.why = explain(advice)
     if subject.autotuner_picks and not advice.cannot_run and advice.best.config == advice.current.config:
         cur = advice.current
-        advice.why = (f"autotuned: the autotuner picks among its {len(listed) or advice.considered} configs by timing "
+        advice.why = (f"autotuned: the autotuner picks among its {list_size} configs by timing "
                       f"on the GPU; {'the fastest timed' if advice.measured else 'its expected pick'}, "
                       f"{cur.config.label()}, runs at {cur.ceiling.ceiling_us / advice.time_of(cur):.0%} of its "
                       f"ceiling, bound by {cur.ceiling.binding}, and no config searched is expected to beat it")

@@ -29,9 +29,8 @@ def why(advice, rank: str, cand) -> str:
     eff = f"{cand.ceiling.binding}-bound, {cand.efficiency:.0%} of its {cand.ceiling.ceiling_us:.1f} us ceiling"
     if rank == "cur":
         # an autotuned launch captured without a GPU: the current row is the autotuner's expected pick
-        picked = getattr(advice.subject, "autotuner_picks", False)
-        return ("the autotuner's expected pick; " if picked else "current config; ") + eff
-    listed = getattr(advice.subject, "listed", None)
+        return ("the autotuner's expected pick; " if advice.subject.autotuner_picks else "current config; ") + eff
+    listed = advice.subject.listed
     past = "past the autotune list; " if listed and cand.config not in listed else ""
     if cand is advice.best:
         return past + advice.why
