@@ -1,0 +1,448 @@
+"""fp8 w8a8 (128 x 128 block scales) fused-MoE GEMM1 and layer against bf16 and the engine (issue 16; RESULTS 40).
+
+    python benchmarks/moe_fp8.py --plan                                   # no GPU: the prediction, before measuring
+    python3 benchmarks/moe_fp8.py --out $OUT [--workers 15] [--deadline 400] [--only mixtral] [--ms 1024] [--layer]
+    TRITON_INTERPRET=1 python benchmarks/moe_fp8.py --dry-run --out /tmp/x --layer   # CPU: tiny shapes
+
+GEMM1 cases: every (shape, M) of ANCHORS section 3. Uniform random top-k routing (seeded), random bf16 data;
+w1 quantised once per case in 128 x 128 blocks (`kernels.fused_moe_fp8`). Per case, in one process: the bf16
+fused-il GEMM1 at its tuned config (the shipped kernel), the activation quantiser alone (checked bit for bit
+against the torch quantiser), the fp8 GEMM1 over TILES (SMALL where experts get under 16 rows), each output
+poisoned with NaN and checked against the float32 GEMM over the values the fp8 operands stand for (relative
+error < 1e-2; its error against the bf16 GEMM is recorded: what fp8 costs), then the best config timed with
+its quantiser in one graph (what a layer pays), checked again under 2 hot experts, and `torch._scaled_mm`
+(row-wise fp8, [pairs, K] x [K, 2I]: the same FLOPs as a dense library GEMM). CUDA graphs of 10 launches after
+3 warm-ups, median of 20 replays, no L2 flush. --layer: at M >= 1024, the previous layer (`kernels.fused_moe`,
+its tuned configs), the shipped bf16 layer (`fused_moe_fused`, its tuned files) and the fp8 layer (GEMM1 at this
+run's best fp8 config, GEMM2 at the best of GEMM2_TILES timed alone), each checked against its float32
+reference. Writes OUT/moe_fp8.json and prints a short table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import moe_fusion  # noqa: E402
+from moe_fusion import parse_label, target_device  # noqa: E402
+
+CASES = (("mixtral-8x7b", 2, (1, 16, 256, 1024, 4096)), ("qwen2-57b-a14b", 2, (1, 256, 1024, 4096)),
+         ("qwen3-30b-a3b", 4, (1, 256, 1024, 4096)))
+DRY_SHAPES = (("dry-a", 8, 2, 256, 96, (37,)), ("dry-b", 16, 4, 128, 64, (29,)))
+TILES = ("M128 N256 K128 G1 w8 s3", "M128 N256 K128 G16 w8 s3", "M128 N256 K128 G16 w8 s4", "M128 N256 K128 G64 w8 s4",
+         "M128 N256 K64 G16 w8 s4", "M256 N128 K128 G16 w8 s3", "M256 N128 K128 G16 w8 s4", "M128 N128 K128 G16 w4 s4",
+         "M128 N128 K128 G16 w8 s4", "M128 N128 K128 G1 w4 s3", "M64 N256 K128 G16 w4 s4", "M64 N128 K128 G64 w4 s4",
+         "M64 N64 K128 G1 w4 s4")
+SMALL = ("M16 N64 K128 G1 w4 s3", "M16 N128 K128 G1 w4 s4", "M16 N32 K128 G1 w4 s4", "M32 N64 K128 G1 w4 s4",
+         "M32 N128 K128 G1 w4 s3", "M64 N64 K128 G1 w4 s4")
+GEMM2_TILES = ("M128 N256 K128 G1 w8 s3", "M128 N256 K128 G16 w8 s4", "M128 N128 K128 G16 w4 s4",
+               "M64 N128 K128 G64 w4 s4", "M128 N128 K64 G16 w4 s3", "M256 N128 K128 G16 w8 s3")
+DRY_TILES = ("M16 N64 K64 G1 w4 s2", "M32 N32 K128 G2 w4 s2")
+# ANCHORS section 3: the engine's best bf16 GEMM1 time and the bf16 roofline floor (us), per GPU.
+ANCHORS = {
+    "H100": {("E8_top2_K4096_N14336", 1): (81.8, 77.9), ("E8_top2_K4096_N14336", 16): (310.3, 311.8),
+             ("E8_top2_K4096_N14336", 256): (332.4, 317.1), ("E8_top2_K4096_N14336", 1024): (510.9, 333.7),
+             ("E8_top2_K4096_N14336", 4096): (1672.9, 1238.6), ("E64_top8_K3584_N2560", 1): (53.2, 48.7),
+             ("E64_top8_K3584_N2560", 256): (405.4, 393.5), ("E64_top8_K3584_N2560", 1024): (480.5, 405.7),
+             ("E64_top8_K3584_N2560", 4096): (1215.0, 774.1), ("E128_top8_K2048_N384", 1): (6.8, 4.2),
+             ("E128_top8_K2048_N384", 256): (74.6, 67.6), ("E128_top8_K2048_N384", 1024): (82.8, 70.2),
+             ("E128_top8_K2048_N384", 4096): (133.0, 80.7)},
+    "H200": {("E8_top2_K4096_N14336", 1): (57.3, 55.3), ("E8_top2_K4096_N14336", 16): (212.7, 221.4),
+             ("E8_top2_K4096_N14336", 256): (241.6, 225.2), ("E8_top2_K4096_N14336", 1024): (526.6, 297.5),
+             ("E8_top2_K4096_N14336", 4096): (1679.4, 1190.1), ("E64_top8_K3584_N2560", 1): (37.2, 34.6),
+             ("E64_top8_K3584_N2560", 256): (276.1, 279.4), ("E64_top8_K3584_N2560", 1024): (384.4, 288.1),
+             ("E64_top8_K3584_N2560", 4096): (1166.8, 743.8), ("E128_top8_K2048_N384", 1): (6.1, 3.0),
+             ("E128_top8_K2048_N384", 256): (51.1, 48.0), ("E128_top8_K2048_N384", 1024): (61.3, 49.9),
+             ("E128_top8_K2048_N384", 4096): (114.1, 63.8)},
+}
+# ANCHORS section 3's measured bf16 peak (TFLOP/s) and copy bandwidth (TB/s); fp8 at twice the bf16 rate (the
+# spec sheets' ratio, as ceilings/hardware.py takes it where no fp8 rate was measured).
+PEAKS = {"H100": (777.0, 3.02), "H200": (808.0, 4.25)}
+
+
+def label(e, top_k, h, inter) -> str:
+    return f"E{e}_top{top_k}_K{h}_N{2 * inter}"
+
+
+def gpu_key(name: str | None) -> str | None:
+    return next((k for k in ANCHORS if name and k in name), None)
+
+
+def expected_rows(m, e, top_k) -> float:
+    return m * top_k / e
+
+
+def case_configs(m, e, top_k, dry) -> list:
+    tiles = DRY_TILES if dry else (SMALL if expected_rows(m, e, top_k) < 16 else TILES)
+    return [parse_label(t) for t in tiles]
+
+
+def floors(e, top_k, h, inter, m, gpu: str) -> tuple[float, float]:
+    """(bf16 floor, fp8 floor) in us by ANCHORS section 3's rule: max(FLOPs / peak, compulsory bytes / bandwidth),
+    compulsory bytes = weights of the experts routed to (expected under uniform routing) + A + C; fp8: 1-byte
+    weights and A plus their float32 scales, C in bf16."""
+    tflops, tbs = PEAKS[gpu]
+    pairs = m * top_k
+    experts_hit = e * (1 - (1 - top_k / e) ** m)
+    flops = 2 * pairs * h * 2 * inter
+    out = [pairs * inter * 2]
+    w_elems, a_elems = experts_hit * 2 * inter * h, m * h
+    bf16 = max(flops / (tflops * 1e6), (2 * (w_elems + a_elems) + out[0]) / (tbs * 1e6))
+    fp8_bytes = w_elems * (1 + 4 / 128 ** 2) + a_elems * (1 + 4 / 128) + out[0]
+    return bf16, max(flops / (2 * tflops * 1e6), fp8_bytes / (tbs * 1e6))
+
+
+def plan() -> int:
+    """The prediction made before measuring: the fp8 kernel reaches the fraction of its floor that the engine's
+    bf16 kernel reached of the bf16 floor (ANCHORS 3), so predicted = fp8 floor x engine best / bf16 floor."""
+    from kernels.moe_presets import get_preset
+
+    print(f"{'GPU':<5}{'case':<22}{'M':>5}{'bf16 floor':>11}{'fp8 floor':>10}{'engine':>8}{'predicted':>10}{'gain':>7}")
+    for gpu in ANCHORS:
+        gains = []
+        for name, tp, ms in CASES:
+            s = get_preset(name).shape(tp)
+            for m in ms:
+                key = (label(s.num_experts, s.top_k, s.hidden, s.intermediate), m)
+                engine, _ = ANCHORS[gpu][key]
+                bf16, fp8 = floors(s.num_experts, s.top_k, s.hidden, s.intermediate, m, gpu)
+                predicted = fp8 * engine / bf16
+                if m >= 1024:
+                    gains.append(engine / predicted)
+                print(f"{gpu:<5}{key[0]:<22}{m:>5}{bf16:>11.1f}{fp8:>10.1f}{engine:>8.1f}{predicted:>10.1f}"
+                      f"{engine / predicted:>7.2f}")
+        print(f"{gpu}: predicted geomean gain over the engine's bf16 best at M >= 1024: "
+              f"{math.exp(sum(map(math.log, gains)) / len(gains)):.2f}")
+    return 0
+
+
+def _compile(e, top_k, h, inter, m, config, gated: bool) -> tuple[bool, str]:
+    """Compile one (shape, config, form) of the fp8 kernel with tiny stand-ins and the real integer arguments."""
+    try:
+        import torch
+        import triton
+
+        from kernels import fused_moe as fm
+        from kernels import fused_moe_fp8 as f8
+        from kernels import fused_moe_fused as ff
+
+        dev = "cuda"
+        k, rows_b = (h, 2 * inter) if gated else (inter, h)
+        n_out = inter if gated else h
+        a = torch.empty(16, 16, dtype=f8.FP8, device=dev)
+        w = torch.empty(1, 128, 16, dtype=f8.FP8, device=dev)
+        s = torch.empty(16, dtype=torch.float32, device=dev)
+        c = torch.empty(16, 16, dtype=torch.bfloat16 if gated else torch.float32, device=dev)
+        ids = torch.empty(16, dtype=torch.int32, device=dev)
+        desc = fm.TensorDescriptor(w, [128, 16], [16, 1], [config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"]])
+        em = triton.cdiv(fm.max_padded_tokens(m * top_k, e, config["BLOCK_SIZE_M"]), config["BLOCK_SIZE_M"])
+        em *= config["BLOCK_SIZE_M"]
+        grid = ff.gemm_grid(em, n_out, config, gated)
+        kg, rg = triton.cdiv(k, f8.SCALE_BLOCK), triton.cdiv(rows_b, f8.SCALE_BLOCK)
+        f8.fused_moe_fp8_kernel.warmup(
+            a, s, w, desc, s, c, s, ids, ids, ids, n_out, k, em, m * top_k, top_k if gated else 1,
+            1 if gated else top_k, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out, grid=(1,),
+            GATED=gated, ACCUMULATE=not gated, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
+            B_TMA=True, SCALE_GROUP=f8.SCALE_BLOCK, compute_type=fm._TL_DTYPES[torch.bfloat16],
+            num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
+        return True, ""
+    except Exception as exc:  # a config that does not compile is a result, not a crash
+        return False, f"{type(exc).__name__}: {' '.join(str(exc).split())[:240]}"
+
+
+def compile_all(tasks, workers: int) -> dict:
+    import multiprocessing as mp
+
+    failed = {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_compile, *task): task for task in dict.fromkeys(tasks)}
+        for future in as_completed(futures):
+            ok, why = future.result()
+            if not ok:
+                e, top_k, h, inter, _, config, gated = futures[future]
+                failed[(label(e, top_k, h, inter), config, gated)] = why
+    return failed
+
+
+class Gemm1Case:
+    """One GEMM1 case: routing, bf16 inputs, fp8 w1 (interleaved, w1-order scales), references."""
+
+    def __init__(self, e, top_k, h, inter, m, device, seed=0, hot=0):
+        import torch
+
+        from kernels import fused_moe_fp8 as f8
+        from kernels import fused_moe_gemm1 as g1
+        from kernels.fused_moe_fused import interleave_gate_up
+
+        hidden, w1, _, self.weights, self.ids = moe_fusion.layer_tensors(e, top_k, h, 1, m, device, seed, hot)
+        gen = torch.Generator(device=device).manual_seed(seed + 100)
+        w1 = (torch.randn(e, 2 * inter, h, device=device, generator=gen) / math.sqrt(h)).to(torch.bfloat16)
+        self.a = hidden
+        w1_q, self.w1_scales = f8.quantize_weight_blocks(w1)
+        self.w1_il_q = f8.interleave_fp8(w1_q)
+        self.a_q, self.a_s = f8.quantize_rows(hidden)
+        q_ref, s_ref = f8.quantize_rows_reference(hidden)
+        self.quant_mismatch = int((self.a_q.float() != q_ref.float()).sum()) + int((self.a_s != s_ref).sum())
+        self.ref = f8.gemm1_reference(q_ref, s_ref, f8.dequantize_weight_blocks(w1_q, self.w1_scales), self.ids)
+        self.ref_bf16 = g1.reference(hidden, w1, self.ids)
+        self.w1_il = interleave_gate_up(w1)
+        del w1, w1_q
+        self.e, self.top_k, self.inter = e, top_k, inter
+        self.out = torch.empty(m * top_k, inter, dtype=torch.bfloat16, device=device)
+        self._align = {}
+
+    def aligned(self, block: int):
+        from kernels.moe_align import moe_align_triton
+
+        if block not in self._align:
+            self._align[block] = moe_align_triton(self.ids, (block,), self.e)[0]
+        return self._align[block]
+
+    def fp8_runner(self, config, with_quant: bool = False):
+        from kernels import fused_moe_fp8 as f8
+
+        align = self.aligned(config["BLOCK_SIZE_M"])
+        if not with_quant:
+            return lambda: f8.invoke_fp8_gemm(self.a_q, self.a_s, self.w1_il_q, self.w1_scales, self.out, self.weights,
+                                              *align, top_k=self.top_k, config=config, gated=True)
+
+        def run():
+            a_q, a_s = f8.quantize_rows(self.a)
+            f8.invoke_fp8_gemm(a_q, a_s, self.w1_il_q, self.w1_scales, self.out, self.weights, *align,
+                               top_k=self.top_k, config=config, gated=True)
+        return run
+
+    def bf16_runner(self, config):
+        from kernels import fused_moe_fused as ff
+
+        align = self.aligned(config["BLOCK_SIZE_M"])
+        return lambda: ff.invoke_fused_gemm(self.a, self.w1_il, self.out, self.weights, *align, top_k=self.top_k,
+                                            config=config, gated=True, accumulate=False, interleaved=True)
+
+
+def _checked(case, run, ref) -> float:
+    from advisor.measure.timing import relative_error
+
+    case.out.fill_(float("nan"))
+    run()
+    return relative_error(case.out.float(), ref)
+
+
+def run_gemm1(shape, m, configs, failed, device, device_name, dry, deadline, timer) -> dict:
+    import torch
+
+    from kernels import fused_moe_fp8 as f8
+    from kernels.moe_configs import FUSED_DIR, get_config
+
+    _, e, top_k, h, inter, _ = shape
+    lab = label(e, top_k, h, inter)
+    case = Gemm1Case(e, top_k, h, inter, m, device)
+    result = {"case": lab, "m": m, "quant_mismatches": case.quant_mismatch, "rows": []}
+    tuned, _ = get_config(m, e, inter, top_k, device_name, config_dir=FUSED_DIR)
+    if not dry:
+        err = _checked(case, case.bf16_runner(tuned), case.ref_bf16)
+        result["bf16"] = {"config": tuned.label(), "rel_error": err, "us": round(timer(case.bf16_runner(tuned)), 2)}
+        result["quant_us"] = round(timer(lambda: f8.quantize_rows(case.a)), 2)
+        try:  # the same FLOPs in a dense fp8 library GEMM: what the tensor cores do without gather or scales
+            x = torch.randn(m * top_k, h, device=device).to(f8.FP8)
+            wt = torch.randn(2 * inter, h, device=device).to(f8.FP8).t()
+            sa = torch.rand(m * top_k, 1, device=device) + 0.5
+            sb = torch.rand(1, 2 * inter, device=device) + 0.5
+            result["dense_fp8_us"] = round(timer(lambda: torch._scaled_mm(x, wt, scale_a=sa, scale_b=sb,
+                                                                         out_dtype=torch.bfloat16)), 2)
+            del x, wt
+        except Exception as exc:  # recorded: not every torch build has row-wise scaled_mm
+            result["dense_fp8_error"] = f"{type(exc).__name__}: {exc}"[:200]
+    for config in configs:
+        row = {"config": config.label()}
+        why = failed.get((lab, config, True))
+        if why or time.monotonic() > deadline:
+            result["rows"].append({**row, "status": "compile failed" if why else "deadline", "why": why or ""})
+            continue
+        try:
+            run = case.fp8_runner(config)
+            err = _checked(case, run, case.ref)
+            if not err < 1e-2:
+                result["rows"].append({**row, "status": "wrong", "rel_error": err})
+            else:
+                result["rows"].append({**row, "status": "ok", "rel_error": err,
+                                       "rel_error_vs_bf16": relative(case.out, case.ref_bf16),
+                                       "us": round(timer(run), 2)})
+        except Exception as exc:  # a launch failure is recorded, not fatal
+            result["rows"].append({**row, "status": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]})
+        print("gemm1:", lab, m, json.dumps(result["rows"][-1]), flush=True)
+    ok = [r for r in result["rows"] if r["status"] == "ok"]
+    if ok:
+        best = min(ok, key=lambda r: r["us"])
+        config = parse_label(best["config"])
+        run = case.fp8_runner(config, with_quant=True)
+        result["best"] = {"config": best["config"], "gemm_us": best["us"], "rel_error": _checked(case, run, case.ref),
+                          "with_quant_us": round(timer(run), 2)}
+        del case
+        hot = Gemm1Case(e, top_k, h, inter, m, device, seed=1, hot=2)
+        result["best"]["hot_rel_error"] = _checked(hot, hot.fp8_runner(config, with_quant=True), hot.ref)
+    return result
+
+
+def relative(out, ref) -> float:
+    from advisor.measure.timing import relative_error
+
+    return relative_error(out.float(), ref)
+
+
+def run_layer(shape, m, gemm1_config, device, device_name, dry, timer) -> dict:
+    """Previous layer, shipped bf16 layer, fp8 layer (GEMM2 at the best of GEMM2_TILES alone), each checked."""
+    import torch
+
+    from kernels import fused_moe as fm
+    from kernels import fused_moe_fp8 as f8
+    from kernels import fused_moe_fused as ff
+    from kernels.moe_align import moe_align_triton
+    from kernels.moe_configs import get_config
+
+    name, e, top_k, h, inter, _ = shape
+    tensors = moe_fusion.layer_tensors(e, top_k, h, inter, m, device, seed=1)
+    hidden, w1, w2, weights, ids = tensors
+    fp8 = f8.Fp8Weights(w1, w2)
+    w1_il = ff.interleave_gate_up(w1)
+    previous, _ = get_config(m, e, inter, top_k, device_name)
+    result = {"case": name, "m": m, "gemm1_config": gemm1_config.label(), "previous_config": previous.label(),
+              "gemm2": []}
+    act_q, act_s = f8.quantize_rows(torch.randn(m * top_k, inter, device=device).to(torch.bfloat16))
+    out2 = torch.zeros((m, h), dtype=torch.float32, device=device)
+    for tile in (DRY_TILES if dry else GEMM2_TILES):
+        config = parse_label(tile)
+        align = moe_align_triton(ids, (config["BLOCK_SIZE_M"],), e)[0]
+        try:
+            run = (lambda c=config, a=align: (out2.zero_(), f8.invoke_fp8_gemm(
+                act_q, act_s, fp8.w2, fp8.w2_scales, out2, weights.float(), *a, top_k=top_k, config=c, gated=False)))
+            run()
+            result["gemm2"].append({"config": tile, "us": round(timer(run), 2)})
+        except Exception as exc:  # a config that fails is recorded
+            result["gemm2"].append({"config": tile, "why": f"{type(exc).__name__}: {exc}"[:200]})
+    timed = [r for r in result["gemm2"] if "us" in r]
+    config2 = parse_label(min(timed, key=lambda r: r["us"])["config"]) if timed else gemm1_config
+    result["gemm2_config"] = config2.label()
+    ref_bf16 = fm.fused_moe_reference(*tensors)
+    ref_fp8 = f8.layer_reference(hidden, fp8, weights, ids)
+    fns = {"previous": (lambda: fm.fused_moe(*tensors, config=previous, config2=previous), ref_bf16),
+           "shipped_bf16": (lambda: ff.fused_moe_fused(hidden, w1_il, w2, weights, ids, w1_interleaved=True), ref_bf16),
+           "fp8": (lambda: f8.fused_moe_fp8(hidden, fp8, weights, ids, gemm1_config, config2), ref_fp8)}
+    result["runs"] = {}
+    for variant, (fn, ref) in fns.items():
+        out = fn()
+        err = relative(out, ref)
+        row = {"rel_error": err, "us": round(timer(fn), 2) if err < 1e-2 else None}
+        if variant == "fp8":
+            row["rel_error_vs_bf16"] = relative(out, ref_bf16)
+        result["runs"][variant] = row
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    parser.add_argument("--plan", action="store_true", help="print the prediction (no GPU) and stop")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--layer", action="store_true", help="also time the layer at M >= 1024")
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--deadline", type=float, default=1e9)
+    parser.add_argument("--only", help="comma-separated case prefixes to keep, e.g. mixtral,qwen3")
+    parser.add_argument("--ms", help="comma-separated token counts to keep")
+    args = parser.parse_args(argv)
+    if args.plan:
+        return plan()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    dry = args.dry_run
+    device = target_device(dry)
+    import torch
+
+    if dry:  # the interpreter's e4m3 cast rounds unlike the GPU's (tests/test_fused_moe_fp8.py): quantise in torch
+        from kernels import fused_moe_fp8 as f8
+
+        f8.quantize_rows = f8.quantize_rows_reference
+
+    from advisor.measure.timing import versions
+
+    device_name = None if dry else torch.cuda.get_device_name()
+    keep = tuple(args.only.split(",")) if args.only else ("",)
+    ms = {int(x) for x in args.ms.split(",")} if args.ms else None
+    shapes = moe_fusion.shapes(dry, CASES, DRY_SHAPES)
+    cases = [(s, m, case_configs(m, s[1], s[2], dry)) for s in shapes for m in s[5]
+             if s[0].startswith(keep) and (ms is None or m in ms)]
+    failed = {}
+    if not dry:
+        tasks = [(s[1], s[2], s[3], s[4], m, c, True) for s, m, configs in cases for c in configs]
+        if args.layer:
+            tasks += [(s[1], s[2], s[3], s[4], m, parse_label(t), False) for s, m, _ in cases if m >= 1024
+                      for t in GEMM2_TILES]
+        failed = compile_all(tasks, args.workers)
+        print(f"compiled {len(set(tasks))} in {time.monotonic() - started:.0f} s; {len(failed)} failed", flush=True)
+        for key, why in list(failed.items())[:6]:
+            print("  failed:", key[0], key[1].label(), key[2], why, flush=True)
+    timer = moe_fusion._timer(dry)
+    doc = {"date": time.strftime("%Y-%m-%d %H:%M"), "gpu": device_name or "cpu (interpreter, dry run)",
+           **(versions() if not dry else {}), "command": " ".join(sys.argv),
+           "compile_failed": {f"{k[0]} {k[1].label()} {'gemm1' if k[2] else 'gemm2'}": v for k, v in failed.items()},
+           "gemm1": [], "layers": []}
+
+    def save():
+        doc["wall_s"] = round(time.monotonic() - started, 1)
+        (out / "moe_fp8.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+    deadline = started + args.deadline
+    for s, m, configs in cases:
+        doc["gemm1"].append(run_gemm1(s, m, configs, failed, device, device_name, dry, deadline, timer))
+        save()
+    if args.layer:
+        for (s, m, _), g in zip(cases, doc["gemm1"]):
+            if (dry or m >= 1024) and "best" in g and time.monotonic() < deadline:
+                doc["layers"].append(run_layer(s, m, parse_label(g["best"]["config"]), device, device_name, dry,
+                                               timer))
+                save()
+    save()
+    print_table(doc)
+    return 0
+
+
+def print_table(doc: dict) -> None:
+    gk = gpu_key(doc["gpu"])
+    print(f"\n{doc['gpu']}  triton {doc.get('triton', '-')}  torch {doc.get('torch', '-')}")
+    print(f"{'case':<22}{'M':>5}{'bf16':>9}{'quant':>7}{'fp8':>9}{'fp8+q':>9}{'dense8':>8}{'engine':>8}"
+          f"{'eng/fp8q':>9}{'err':>8}{'vs bf16':>8}  best fp8 config")
+    ratios = []
+    for r in doc["gemm1"]:
+        b = r.get("best", {})
+        engine = ANCHORS.get(gk, {}).get((r["case"], r["m"]), (None, None))[0]
+        ratio = engine / b["with_quant_us"] if engine and b else None
+        if ratio and r["m"] >= 1024:
+            ratios.append(ratio)
+        best_row = next((x for x in r["rows"] if x.get("config") == b.get("config")), {})
+        print(f"{r['case']:<22}{r['m']:>5}{r.get('bf16', {}).get('us', 0):>9.1f}{r.get('quant_us', 0):>7.1f}"
+              f"{b.get('gemm_us', 0):>9.1f}{b.get('with_quant_us', 0):>9.1f}{r.get('dense_fp8_us', 0):>8.1f}"
+              f"{engine or 0:>8.1f}{ratio or 0:>9.3f}{b.get('rel_error', 0):>8.1e}"
+              f"{best_row.get('rel_error_vs_bf16', 0):>8.3f}  {b.get('config', '-')}")
+    if ratios:
+        print(f"geomean engine (bf16) / fp8 GEMM1 with its quantiser, M >= 1024: "
+              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+    for r in doc["layers"]:
+        runs = r["runs"]
+        line = "  ".join(f"{v}={x['us']}" for v, x in runs.items())
+        prev, new = runs["previous"]["us"], runs["fp8"]["us"]
+        print(f"layer {r['case']:<22}{r['m']:>5}  {line}  previous/fp8={prev / new if prev and new else 0:.3f}  "
+              f"fp8 err {runs['fp8']['rel_error']:.1e} (vs bf16 {runs['fp8']['rel_error_vs_bf16']:.3f})")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,338 @@
+"""fp8 (e4m3) w8a8 GEMMs of the fused-MoE layer with 128 x 128 block scales (issue 16's fp8 candidate).
+
+The scaling scheme is the one DeepSeek-V3's checkpoints ship (and ANCHORS section 1 lists): each weight
+matrix [rows, K] has one float32 scale per 128 x 128 block, each activation row one per 128 columns
+(quantised on the fly, `quantize_rows`). A K step of BLOCK_SIZE_K (dividing 128) therefore meets one
+activation scale per row and one weight scale per weight row, so the kernel multiplies each step's fp8
+dot product by a_scale[m] * w_scale[n] before adding it to the float32 accumulator.
+
+The tile walk is `kernels.fused_moe_fused`'s (grouped order, optional persistent programs over the real
+tiles); two forms: GATED (GEMM1 on interleaved w1, SiLU-and-mul in the epilogue, bf16 out) and ACCUMULATE
+(GEMM2, router weight and top-k sum fused by float32 atomics). Weight scales stay in the layout of w1 as it
+comes (gate rows, then up rows), so a checkpoint's scales are used as they are; the kernel maps an
+interleaved row 2j + u back to row j + u * I to find its scale.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ceilings.errors import AdvisorError
+from ceilings.launch import Config
+from kernels import fused_moe as fm
+from kernels import fused_moe_fused as ff
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = 448.0  # largest finite e4m3fn value
+SCALE_BLOCK = 128  # columns per activation scale; rows and columns per weight scale
+_MIN_AMAX = 1e-12  # an all-zero group gets a tiny scale instead of a division by zero
+
+
+@triton.jit
+def quantize_rows_kernel(x_ptr, q_ptr, s_ptr, M, K, stride_xm, stride_qm, stride_sm,
+                         BLOCK_ROWS: tl.constexpr, GROUP: tl.constexpr):
+    # One program: BLOCK_ROWS rows x one group of GROUP columns -> fp8 values and one scale per row.
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = tl.program_id(1) * GROUP + tl.arange(0, GROUP)
+    mask = (rows[:, None] < M) & (cols[None, :] < K)
+    x = tl.load(x_ptr + rows[:, None].to(tl.int64) * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-12)
+    scale = amax / 448.0
+    q = x / scale[:, None]
+    tl.store(q_ptr + rows[:, None].to(tl.int64) * stride_qm + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + rows * stride_sm + tl.program_id(1), scale, mask=rows < M)
+
+
+def quantize_rows(x: torch.Tensor, block_rows: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] (bf16/fp16/fp32) -> (fp8 [M, K], float32 scales [M, cdiv(K, 128)]): each 128 columns of a
+    row scaled so that their largest magnitude maps to 448."""
+    if x.dim() != 2:
+        raise AdvisorError(f"quantize_rows takes a 2-D [M, K] tensor; got shape {tuple(x.shape)}")
+    x = x if x.stride(1) == 1 else x.contiguous()
+    m, k = x.shape
+    groups = triton.cdiv(k, SCALE_BLOCK)
+    q = torch.empty((m, k), dtype=FP8, device=x.device)
+    scales = torch.empty((m, groups), dtype=torch.float32, device=x.device)
+    quantize_rows_kernel[(triton.cdiv(m, block_rows), groups)](
+        x, q, scales, m, k, x.stride(0), q.stride(0), scales.stride(0), BLOCK_ROWS=block_rows, GROUP=SCALE_BLOCK)
+    return q, scales
+
+
+def quantize_rows_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quantize_rows` in torch (the check for the Triton quantiser)."""
+    m, k = x.shape
+    groups = triton.cdiv(k, SCALE_BLOCK)
+    padded = torch.zeros((m, groups * SCALE_BLOCK), dtype=torch.float32, device=x.device)
+    padded[:, :k] = x.float()
+    blocks = padded.view(m, groups, SCALE_BLOCK)
+    scales = blocks.abs().amax(dim=2).clamp_min(_MIN_AMAX) / FP8_MAX
+    q = (blocks / scales[:, :, None]).view(m, -1)[:, :k].to(FP8)
+    return q, scales
+
+
+def quantize_weight_blocks(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """w [E, R, K] -> (fp8 [E, R, K], float32 scales [E, cdiv(R, 128), cdiv(K, 128)]), one scale per
+    128 x 128 block (an edge block covers what is left). One expert at a time, to bound the float32 copy."""
+    if w.dim() != 3:
+        raise AdvisorError(f"quantize_weight_blocks takes [E, R, K] weights; got shape {tuple(w.shape)}")
+    e, r, k = w.shape
+    rb, kb = triton.cdiv(r, SCALE_BLOCK), triton.cdiv(k, SCALE_BLOCK)
+    q = torch.empty((e, r, k), dtype=FP8, device=w.device)
+    scales = torch.empty((e, rb, kb), dtype=torch.float32, device=w.device)
+    for i in range(e):
+        padded = torch.zeros((rb * SCALE_BLOCK, kb * SCALE_BLOCK), dtype=torch.float32, device=w.device)
+        padded[:r, :k] = w[i].float()
+        blocks = padded.view(rb, SCALE_BLOCK, kb, SCALE_BLOCK)
+        scales[i] = blocks.abs().amax(dim=(1, 3)).clamp_min(_MIN_AMAX) / FP8_MAX
+        q[i] = (blocks / scales[i][:, None, :, None]).view(rb * SCALE_BLOCK, -1)[:r, :k].to(FP8)
+    return q, scales
+
+
+def dequantize_weight_blocks(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """float32 [E, R, K] from `quantize_weight_blocks`'s pair."""
+    e, r, k = q.shape
+    full = scales.repeat_interleave(SCALE_BLOCK, dim=1).repeat_interleave(SCALE_BLOCK, dim=2)
+    return q.float() * full[:, :r, :k]
+
+
+def dequantize_rows(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    return q.float() * scales.repeat_interleave(SCALE_BLOCK, dim=1)[:, : q.shape[1]]
+
+
+def interleave_fp8(w_q: torch.Tensor) -> torch.Tensor:
+    """`kernels.fused_moe_fused.interleave_gate_up` on fp8 weights (moved as bytes); scales are not moved."""
+    return ff.interleave_gate_up(w_q.view(torch.uint8)).view(FP8)
+
+
+@triton.jit
+def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr,
+              expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
+              stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
+              BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+              GATED: tl.constexpr, ACCUMULATE: tl.constexpr, EVEN_K: tl.constexpr, B_TMA: tl.constexpr,
+              SCALE_GROUP: tl.constexpr, compute_type: tl.constexpr):
+    BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
+    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    pair = tl.load(sorted_token_ids_ptr + offs_m)
+    token_mask = pair < num_valid_tokens
+    a_row = (pair // a_div).to(tl.int64)
+    c_row = (pair // c_div).to(tl.int64)
+    expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
+
+    # Rows past the expert's wrap to valid ones (their columns are never stored). The scale of
+    # interleaved row 2j + u is that of row j + u * N of w1 as it comes.
+    rows_per_expert = 2 * N if GATED else N
+    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % rows_per_expert
+    if GATED:
+        scale_row = (offs_bn // 2 + (offs_bn % 2) * N) // SCALE_GROUP
+    else:
+        scale_row = offs_bn // SCALE_GROUP
+    b_scale_ptrs = b_scale_ptr + expert * stride_bse + scale_row * stride_bsn
+    a_scale_ptrs = a_scale_ptr + a_row * stride_asm
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + a_row[:, None] * stride_am + offs_k[None, :]
+    b_ptrs = b_ptr + expert * stride_be + offs_k[:, None] + offs_bn[None, :] * stride_bn
+    b_row = (expert * rows_per_expert + pid_n * BLOCK_SIZE_N).to(tl.int32)
+
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs, mask=token_mask[:, None], other=0.0)
+        else:
+            a = tl.load(a_ptrs, mask=token_mask[:, None] & (offs_k[None, :] < K - k * BLOCK_SIZE_K), other=0.0)
+        if B_TMA:
+            b = b_desc.load([b_row, k * BLOCK_SIZE_K]).T
+        elif EVEN_K:
+            b = tl.load(b_ptrs)
+        else:
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
+        # BLOCK_SIZE_K divides the scale group, so one scale per row covers the whole step.
+        group = (k * BLOCK_SIZE_K) // SCALE_GROUP
+        a_s = tl.load(a_scale_ptrs + group, mask=token_mask, other=0.0)
+        b_s = tl.load(b_scale_ptrs + group)
+        acc += tl.dot(a, b) * (a_s[:, None] * b_s[None, :])
+        a_ptrs += BLOCK_SIZE_K
+        b_ptrs += BLOCK_SIZE_K
+
+    if GATED:
+        gate, up = tl.split(tl.reshape(acc, (BLOCK_SIZE_M, BN_OUT, 2)))
+        out = gate / (1.0 + tl.exp(-gate)) * up
+    else:
+        out = acc
+    offs_cn = pid_n * BN_OUT + tl.arange(0, BN_OUT)
+    c_ptrs = c_ptr + c_row[:, None] * stride_cm + offs_cn[None, :]
+    c_mask = token_mask[:, None] & (offs_cn[None, :] < N)
+    if ACCUMULATE:
+        weight = tl.load(topk_weights_ptr + pair, mask=token_mask, other=0.0)
+        tl.atomic_add(c_ptrs, out * weight[:, None], mask=c_mask, sem="relaxed")
+    else:
+        tl.store(c_ptrs, out.to(compute_type), mask=c_mask)
+
+
+@triton.jit(do_not_specialize=["EM", "num_valid_tokens", "num_programs"])
+def fused_moe_fp8_kernel(
+    # A fp8 [rows, K] with float32 scales [rows, cdiv(K, 128)] (rows gathered through sorted_token_ids);
+    # B fp8 [E, rows_b, K] (interleaved w1 when GATED) with block scales [E, cdiv(rows_b, 128), cdiv(K, 128)]
+    # in w1's own row order; b_desc: TMA descriptor of B as [E * rows_b, K] when B_TMA, else None.
+    a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weights_ptr,
+    sorted_token_ids_ptr, expert_ids_ptr, num_tokens_post_padded_ptr,
+    N, K, EM, num_valid_tokens, a_div, c_div, num_programs,
+    stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr, GATED: tl.constexpr, ACCUMULATE: tl.constexpr, PERSISTENT: tl.constexpr,
+    EVEN_K: tl.constexpr, B_TMA: tl.constexpr, SCALE_GROUP: tl.constexpr, compute_type: tl.constexpr,
+):
+    BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
+    num_pid_n = tl.cdiv(N, BN_OUT)
+    num_tokens_post_padded = tl.load(num_tokens_post_padded_ptr)
+    if PERSISTENT:
+        num_pid_m = tl.cdiv(num_tokens_post_padded, BLOCK_SIZE_M)
+        for tile in range(tl.program_id(0), num_pid_m * num_pid_n, num_programs):
+            pid_m, pid_n = ff._tile_coords(tile, num_pid_m, num_pid_n, GROUP_SIZE_M)
+            _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr,
+                      expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
+                      stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
+                      BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, SCALE_GROUP,
+                      compute_type)
+    else:
+        pid_m, pid_n = ff._tile_coords(tl.program_id(0), tl.cdiv(EM, BLOCK_SIZE_M), num_pid_n, GROUP_SIZE_M)
+        if pid_m * BLOCK_SIZE_M < num_tokens_post_padded:
+            _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr,
+                      expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
+                      stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
+                      BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, SCALE_GROUP,
+                      compute_type)
+
+
+def check_config(config: Config, gated: bool) -> None:
+    """A config the fp8 kernel can run: BLOCK_SIZE_K a divisor of the 128-column scale group (one scale per
+    K step) and at least 32 (an fp8 MMA's K); gated tiles split into two halves of at least 16 columns."""
+    bk = config["BLOCK_SIZE_K"]
+    if bk < 32 or SCALE_BLOCK % bk:
+        raise AdvisorError(f"BLOCK_SIZE_K={bk} does not fit fp8 block scales; use 32, 64 or 128 "
+                           f"(a divisor of the {SCALE_BLOCK}-column scale group)")
+    if gated and config["BLOCK_SIZE_N"] < 32:
+        raise AdvisorError(f"BLOCK_SIZE_N={config['BLOCK_SIZE_N']} splits into gate and up halves under 16 "
+                           "columns; use BLOCK_SIZE_N >= 32")
+
+
+def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_ids, expert_ids,
+                    num_tokens_post_padded, top_k: int, config: Config, gated: bool, persistent: bool = False,
+                    b_tma: bool | None = None):
+    """One GEMM of the layer in fp8.
+
+    gated (GEMM1): a_q [M, K] hidden, w_q = interleave_fp8(w1_q) [E, 2I, K] with w1's scales, c [M * top_k, I]
+    bf16/fp16 = silu(gate) * up. Else (GEMM2): a_q [M * top_k, K] activation, w_q [E, H, K], c [M, H] float32
+    zeroed by the caller; c[t] += weight[t, k] * a[t * top_k + k] @ w[expert]^T.
+    """
+    if a_q.dtype != FP8 or w_q.dtype != FP8:
+        raise AdvisorError(f"the fp8 GEMM takes {FP8} A and W; got A {a_q.dtype}, W {w_q.dtype} "
+                           "(quantize with quantize_rows / quantize_weight_blocks)")
+    if a_q.shape[1] != w_q.shape[2]:
+        raise AdvisorError(f"A has K={a_q.shape[1]} but W is {tuple(w_q.shape)} ([E, N, K]); hidden sizes differ")
+    e, rows_b, k = w_q.shape
+    want_a = (a_q.shape[0], triton.cdiv(k, SCALE_BLOCK))
+    want_w = (e, triton.cdiv(rows_b, SCALE_BLOCK), triton.cdiv(k, SCALE_BLOCK))
+    if tuple(a_scales.shape) != want_a or tuple(w_scales.shape) != want_w:
+        raise AdvisorError(f"scales of shapes {tuple(a_scales.shape)} (A) and {tuple(w_scales.shape)} (W); "
+                           f"128-wide block scales here are {want_a} and {want_w}")
+    if a_scales.dtype != torch.float32 or w_scales.dtype != torch.float32:
+        raise AdvisorError("fp8 scales are float32")
+    check_config(config, gated)
+    if gated and rows_b % 2:
+        raise AdvisorError(f"w1 has {rows_b} rows per expert; the gated GEMM needs gate and up halves (2I)")
+    n_out = rows_b // 2 if gated else rows_b
+    if c.shape[-1] != n_out or (not gated and c.dtype != torch.float32):
+        raise AdvisorError(f"C is {tuple(c.shape)} {c.dtype}; this GEMM writes {n_out} columns"
+                           + ("" if gated else " of float32"))
+    if gated and c.dtype not in fm._TL_DTYPES:
+        raise AdvisorError(f"GEMM1 writes bf16 or fp16; C is {c.dtype}")
+    if b_tma is None:
+        b_tma = fm.tma_supported(w_q)
+    b_desc = None
+    if b_tma:
+        b_desc = fm.TensorDescriptor(w_q, [e * rows_b, k], [w_q.stride(1), 1],
+                                     [config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"]])
+    em = sorted_token_ids.shape[0]
+    if persistent:
+        grid = ff.persistent_grid(em, n_out, config, gated, ff._num_sms(a_q.device))
+    else:
+        grid = ff.gemm_grid(em, n_out, config, gated)
+    fused_moe_fp8_kernel[grid](
+        a_q, a_scales, w_q, b_desc, w_scales, c, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
+        n_out, k, em, topk_weights.numel(), top_k if gated else 1, 1 if gated else top_k, grid[0],
+        a_q.stride(0), a_scales.stride(0), w_q.stride(0), w_q.stride(1), w_scales.stride(0), w_scales.stride(1),
+        c.stride(0),
+        GATED=gated, ACCUMULATE=not gated, PERSISTENT=persistent, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
+        B_TMA=b_tma, SCALE_GROUP=SCALE_BLOCK, compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
+        num_warps=config.num_warps, num_stages=config.num_stages, **config.params,
+    )
+    return c
+
+
+class Fp8Weights:
+    """A layer's weights in fp8, prepared once where they are loaded: w1 quantised in its own layout then
+    interleaved (scales kept in w1's row order), w2 quantised as it is."""
+
+    def __init__(self, w1: torch.Tensor, w2: torch.Tensor):
+        w1_q, self.w1_scales = quantize_weight_blocks(w1)
+        self.w1_il = interleave_fp8(w1_q)
+        self.w2, self.w2_scales = quantize_weight_blocks(w2)
+        self.num_experts, self.two_i, self.hidden = w1.shape
+
+    def dequantized(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """float32 w1 (gate rows then up rows) and w2, what the fp8 values stand for."""
+        e, two_i, h = self.w1_il.shape
+        w1_q = self.w1_il.view(torch.uint8).view(e, two_i // 2, 2, h).transpose(1, 2).reshape(e, two_i, h)
+        return (dequantize_weight_blocks(w1_q.view(FP8), self.w1_scales),
+                dequantize_weight_blocks(self.w2, self.w2_scales))
+
+
+def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: Config, config2: Config | None = None,
+                  persistent: bool = False, b_tma: bool | None = None) -> torch.Tensor:
+    """The layer in fp8: quantise hidden, align, GEMM1 (SiLU-and-mul fused) -> bf16 activation, quantise it,
+    GEMM2 with the weighted top-k sum fused into float32, cast to hidden's dtype."""
+    from kernels.moe_align import moe_align_triton  # late: kernels.moe_align imports kernels.fused_moe
+
+    if hidden.dim() != 2 or hidden.shape[1] != weights.hidden:
+        raise AdvisorError(f"hidden is {tuple(hidden.shape)}; the weights take [M, {weights.hidden}]")
+    if topk_ids.shape != topk_weights.shape or topk_ids.shape[0] != hidden.shape[0]:
+        raise AdvisorError(f"topk_ids {tuple(topk_ids.shape)} and topk_weights {tuple(topk_weights.shape)} "
+                           f"must both be [M={hidden.shape[0]}, top_k]")
+    config2 = config2 or config
+    m, h = hidden.shape
+    top_k = topk_ids.shape[1]
+    topk_weights = topk_weights.to(torch.float32).contiguous()
+    aligned = moe_align_triton(topk_ids, (config["BLOCK_SIZE_M"], config2["BLOCK_SIZE_M"]), weights.num_experts)
+    a_q, a_s = quantize_rows(hidden)
+    act = torch.empty((m * top_k, weights.two_i // 2), dtype=hidden.dtype, device=hidden.device)
+    invoke_fp8_gemm(a_q, a_s, weights.w1_il, weights.w1_scales, act, topk_weights, *aligned[0], top_k=top_k,
+                    config=config, gated=True, persistent=persistent, b_tma=b_tma)
+    act_q, act_s = quantize_rows(act)
+    out = torch.zeros((m, h), dtype=torch.float32, device=hidden.device)
+    invoke_fp8_gemm(act_q, act_s, weights.w2, weights.w2_scales, out, topk_weights, *aligned[-1], top_k=top_k,
+                    config=config2, gated=False, persistent=persistent, b_tma=b_tma)
+    return out.to(hidden.dtype)
+
+
+def gemm1_reference(a_q, a_scales, w1_dq, topk_ids) -> torch.Tensor:
+    """[pairs, I] float32 silu(gate) * up over the values the fp8 operands stand for (w1_dq: float32 w1 as
+    it comes, from `Fp8Weights.dequantized`)."""
+    a = dequantize_rows(a_q, a_scales)
+    full = fm.fused_moe_gemm_reference(a, w1_dq, topk_ids, topk_ids.shape[1])
+    half = w1_dq.shape[1] // 2
+    return torch.nn.functional.silu(full[:, :half]) * full[:, half:]
+
+
+def layer_reference(hidden, weights: Fp8Weights, topk_weights, topk_ids) -> torch.Tensor:
+    """float32 [M, H] of the fp8 layer: both GEMMs over the dequantised operands, the activation rounded to
+    hidden's dtype and quantised as the kernel path does (so only rounding order differs)."""
+    w1_dq, w2_dq = weights.dequantized()
+    a_q, a_s = quantize_rows_reference(hidden)
+    act = gemm1_reference(a_q, a_s, w1_dq, topk_ids).to(hidden.dtype)
+    act_q, act_s = quantize_rows_reference(act)
+    top_k = topk_ids.shape[1]
+    rows = fm.fused_moe_gemm_reference(dequantize_rows(act_q, act_s), w2_dq, topk_ids, 1)
+    return (rows.view(hidden.shape[0], top_k, -1) * topk_weights.float()[:, :, None]).sum(dim=1)
