@@ -38,14 +38,28 @@ from moe_fusion import parse_label, target_device  # noqa: E402
 CASES = (("mixtral-8x7b", 2, (1, 16, 256, 1024, 4096)), ("qwen2-57b-a14b", 2, (1, 256, 1024, 4096)),
          ("qwen3-30b-a3b", 4, (1, 256, 1024, 4096)))
 DRY_SHAPES = (("dry-a", 8, 2, 256, 96, (37,)), ("dry-b", 16, 4, 128, 64, (29,)))
-TILES = ("M128 N256 K128 G1 w8 s3", "M128 N256 K128 G16 w8 s3", "M128 N256 K128 G16 w8 s4", "M128 N256 K128 G64 w8 s4",
-         "M128 N256 K64 G16 w8 s4", "M256 N128 K128 G16 w8 s3", "M256 N128 K128 G16 w8 s4", "M128 N128 K128 G16 w4 s4",
-         "M128 N128 K128 G16 w8 s4", "M128 N128 K128 G1 w4 s3", "M64 N256 K128 G16 w4 s4", "M64 N128 K128 G64 w4 s4",
-         "M64 N64 K128 G1 w4 s4")
+# Tiles per scaling scheme. Block scales keep a second accumulator-sized tile per K step in registers, so
+# their tiles stay near 64 x 128 per warpgroup (RESULTS 40's first run: 128 x 256 on 8 warps ran 1.5x slower);
+# channel scales run the bf16 kernel's K loop, so they take its tiles.
+TILES = {
+    "block": ("M64 N128 K128 G64 w4 s4", "M64 N128 K128 G16 w4 s3", "M64 N128 K128 G1 w4 s4",
+              "M64 N128 K64 G64 w4 s5",
+              "M128 N128 K128 G16 w8 s4", "M128 N128 K128 G64 w8 s3", "M64 N256 K128 G16 w8 s4",
+              "M64 N256 K128 G64 w8 s3", "M64 N64 K128 G1 w4 s4", "M128 N256 K128 G16 w8 s3"),
+    "channel": ("M128 N256 K128 G1 w8 s3", "M128 N256 K128 G16 w8 s4", "M128 N256 K128 G64 w8 s4",
+                "M128 N256 K64 G16 w8 s4", "M256 N128 K128 G16 w8 s3", "M128 N128 K128 G16 w4 s4",
+                "M128 N128 K128 G16 w8 s4", "M128 N128 K256 G16 w8 s3", "M64 N256 K128 G16 w4 s4",
+                "M64 N128 K128 G64 w4 s4", "M64 N64 K128 G1 w4 s4"),
+}
 SMALL = ("M16 N64 K128 G1 w4 s3", "M16 N128 K128 G1 w4 s4", "M16 N32 K128 G1 w4 s4", "M32 N64 K128 G1 w4 s4",
          "M32 N128 K128 G1 w4 s3", "M64 N64 K128 G1 w4 s4")
-GEMM2_TILES = ("M128 N256 K128 G1 w8 s3", "M128 N256 K128 G16 w8 s4", "M128 N128 K128 G16 w4 s4",
-               "M64 N128 K128 G64 w4 s4", "M128 N128 K64 G16 w4 s3", "M256 N128 K128 G16 w8 s3")
+GEMM2_TILES = {
+    "block": ("M64 N128 K128 G64 w4 s4", "M64 N64 K128 G1 w4 s4", "M128 N128 K128 G16 w8 s4",
+              "M64 N256 K128 G16 w8 s4"),
+    "channel": ("M128 N256 K128 G1 w8 s3", "M128 N256 K128 G16 w8 s4", "M128 N128 K128 G16 w4 s4",
+                "M64 N128 K128 G64 w4 s4", "M256 N128 K128 G16 w8 s3", "M128 N128 K64 G16 w4 s3"),
+}
+SCALINGS = ("block", "channel")
 DRY_TILES = ("M16 N64 K64 G1 w4 s2", "M32 N32 K128 G2 w4 s2")
 # ANCHORS section 3: the engine's best bf16 GEMM1 time and the bf16 roofline floor (us), per GPU.
 ANCHORS = {
@@ -81,8 +95,8 @@ def expected_rows(m, e, top_k) -> float:
     return m * top_k / e
 
 
-def case_configs(m, e, top_k, dry) -> list:
-    tiles = DRY_TILES if dry else (SMALL if expected_rows(m, e, top_k) < 16 else TILES)
+def case_configs(m, e, top_k, dry, scaling: str) -> list:
+    tiles = DRY_TILES if dry else (SMALL if expected_rows(m, e, top_k) < 16 else TILES[scaling])
     return [parse_label(t) for t in tiles]
 
 
@@ -125,8 +139,9 @@ def plan() -> int:
     return 0
 
 
-def _compile(e, top_k, h, inter, m, config, gated: bool) -> tuple[bool, str]:
-    """Compile one (shape, config, form) of the fp8 kernel with tiny stand-ins and the real integer arguments."""
+def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str) -> tuple[bool, str]:
+    """Compile one (shape, config, form, scaling) of the fp8 kernel with tiny stand-ins and the real integer
+    arguments."""
     try:
         import torch
         import triton
@@ -147,12 +162,14 @@ def _compile(e, top_k, h, inter, m, config, gated: bool) -> tuple[bool, str]:
         em = triton.cdiv(fm.max_padded_tokens(m * top_k, e, config["BLOCK_SIZE_M"]), config["BLOCK_SIZE_M"])
         em *= config["BLOCK_SIZE_M"]
         grid = ff.gemm_grid(em, n_out, config, gated)
-        kg, rg = triton.cdiv(k, f8.SCALE_BLOCK), triton.cdiv(rows_b, f8.SCALE_BLOCK)
+        block = scaling == "block"
+        kg = triton.cdiv(k, f8.SCALE_BLOCK) if block else 1
+        rg = triton.cdiv(rows_b, f8.SCALE_BLOCK) if block else rows_b
         f8.fused_moe_fp8_kernel.warmup(
             a, s, w, desc, s, c, s, ids, ids, ids, n_out, k, em, m * top_k, top_k if gated else 1,
             1 if gated else top_k, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out, grid=(1,),
             GATED=gated, ACCUMULATE=not gated, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
-            B_TMA=True, SCALE_GROUP=f8.SCALE_BLOCK, compute_type=fm._TL_DTYPES[torch.bfloat16],
+            B_TMA=True, BLOCK_SCALED=block, compute_type=fm._TL_DTYPES[torch.bfloat16],
             num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
         return True, ""
     except Exception as exc:  # a config that does not compile is a result, not a crash
@@ -168,15 +185,15 @@ def compile_all(tasks, workers: int) -> dict:
         for future in as_completed(futures):
             ok, why = future.result()
             if not ok:
-                e, top_k, h, inter, _, config, gated = futures[future]
-                failed[(label(e, top_k, h, inter), config, gated)] = why
+                e, top_k, h, inter, _, config, gated, scaling = futures[future]
+                failed[(label(e, top_k, h, inter), config, gated, scaling)] = why
     return failed
 
 
 class Gemm1Case:
     """One GEMM1 case: routing, bf16 inputs, fp8 w1 (interleaved, w1-order scales), references."""
 
-    def __init__(self, e, top_k, h, inter, m, device, seed=0, hot=0):
+    def __init__(self, e, top_k, h, inter, m, device, scaling: str, seed=0, hot=0):
         import torch
 
         from kernels import fused_moe_fp8 as f8
@@ -187,12 +204,13 @@ class Gemm1Case:
         gen = torch.Generator(device=device).manual_seed(seed + 100)
         w1 = (torch.randn(e, 2 * inter, h, device=device, generator=gen) / math.sqrt(h)).to(torch.bfloat16)
         self.a = hidden
-        w1_q, self.w1_scales = f8.quantize_weight_blocks(w1)
+        self.scaling = scaling
+        w1_q, self.w1_scales = f8.quantize_weights(w1, scaling)
         self.w1_il_q = f8.interleave_fp8(w1_q)
-        self.a_q, self.a_s = f8.quantize_rows(hidden)
-        q_ref, s_ref = f8.quantize_rows_reference(hidden)
+        self.a_q, self.a_s = f8.quantize_rows(hidden, scaling)
+        q_ref, s_ref = f8.quantize_rows_reference(hidden, scaling)
         self.quant_mismatch = int((self.a_q.float() != q_ref.float()).sum()) + int((self.a_s != s_ref).sum())
-        self.ref = f8.gemm1_reference(q_ref, s_ref, f8.dequantize_weight_blocks(w1_q, self.w1_scales), self.ids)
+        self.ref = f8.gemm1_reference(q_ref, s_ref, f8.dequantize_weights(w1_q, self.w1_scales), self.ids)
         self.ref_bf16 = g1.reference(hidden, w1, self.ids)
         self.w1_il = interleave_gate_up(w1)
         del w1, w1_q
@@ -213,12 +231,13 @@ class Gemm1Case:
         align = self.aligned(config["BLOCK_SIZE_M"])
         if not with_quant:
             return lambda: f8.invoke_fp8_gemm(self.a_q, self.a_s, self.w1_il_q, self.w1_scales, self.out, self.weights,
-                                              *align, top_k=self.top_k, config=config, gated=True)
+                                              *align, top_k=self.top_k, config=config, gated=True,
+                                              scaling=self.scaling)
 
         def run():
-            a_q, a_s = f8.quantize_rows(self.a)
+            a_q, a_s = f8.quantize_rows(self.a, self.scaling)
             f8.invoke_fp8_gemm(a_q, a_s, self.w1_il_q, self.w1_scales, self.out, self.weights, *align,
-                               top_k=self.top_k, config=config, gated=True)
+                               top_k=self.top_k, config=config, gated=True, scaling=self.scaling)
         return run
 
     def bf16_runner(self, config):
@@ -237,7 +256,8 @@ def _checked(case, run, ref) -> float:
     return relative_error(case.out.float(), ref)
 
 
-def run_gemm1(shape, m, configs, failed, device, device_name, dry, deadline, timer) -> dict:
+def run_gemm1(shape, m, failed, device, device_name, dry, deadline, timer) -> dict:
+    """The bf16 GEMM1 and a dense fp8 GEMM once, then per scaling scheme its quantiser and its tiles."""
     import torch
 
     from kernels import fused_moe_fp8 as f8
@@ -245,51 +265,57 @@ def run_gemm1(shape, m, configs, failed, device, device_name, dry, deadline, tim
 
     _, e, top_k, h, inter, _ = shape
     lab = label(e, top_k, h, inter)
-    case = Gemm1Case(e, top_k, h, inter, m, device)
-    result = {"case": lab, "m": m, "quant_mismatches": case.quant_mismatch, "rows": []}
-    tuned, _ = get_config(m, e, inter, top_k, device_name, config_dir=FUSED_DIR)
-    if not dry:
-        err = _checked(case, case.bf16_runner(tuned), case.ref_bf16)
-        result["bf16"] = {"config": tuned.label(), "rel_error": err, "us": round(timer(case.bf16_runner(tuned)), 2)}
-        result["quant_us"] = round(timer(lambda: f8.quantize_rows(case.a)), 2)
-        try:  # the same FLOPs in a dense fp8 library GEMM: what the tensor cores do without gather or scales
-            x = torch.randn(m * top_k, h, device=device).to(f8.FP8)
-            wt = torch.randn(2 * inter, h, device=device).to(f8.FP8).t()
-            sa = torch.rand(m * top_k, 1, device=device) + 0.5
-            sb = torch.rand(1, 2 * inter, device=device) + 0.5
-            result["dense_fp8_us"] = round(timer(lambda: torch._scaled_mm(x, wt, scale_a=sa, scale_b=sb,
-                                                                         out_dtype=torch.bfloat16)), 2)
-            del x, wt
-        except Exception as exc:  # recorded: not every torch build has row-wise scaled_mm
-            result["dense_fp8_error"] = f"{type(exc).__name__}: {exc}"[:200]
-    for config in configs:
-        row = {"config": config.label()}
-        why = failed.get((lab, config, True))
-        if why or time.monotonic() > deadline:
-            result["rows"].append({**row, "status": "compile failed" if why else "deadline", "why": why or ""})
-            continue
-        try:
-            run = case.fp8_runner(config)
-            err = _checked(case, run, case.ref)
-            if not err < 1e-2:
-                result["rows"].append({**row, "status": "wrong", "rel_error": err})
-            else:
-                result["rows"].append({**row, "status": "ok", "rel_error": err,
-                                       "rel_error_vs_bf16": relative(case.out, case.ref_bf16),
-                                       "us": round(timer(run), 2)})
-        except Exception as exc:  # a launch failure is recorded, not fatal
-            result["rows"].append({**row, "status": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]})
-        print("gemm1:", lab, m, json.dumps(result["rows"][-1]), flush=True)
-    ok = [r for r in result["rows"] if r["status"] == "ok"]
-    if ok:
-        best = min(ok, key=lambda r: r["us"])
-        config = parse_label(best["config"])
-        run = case.fp8_runner(config, with_quant=True)
-        result["best"] = {"config": best["config"], "gemm_us": best["us"], "rel_error": _checked(case, run, case.ref),
-                          "with_quant_us": round(timer(run), 2)}
-        del case
-        hot = Gemm1Case(e, top_k, h, inter, m, device, seed=1, hot=2)
-        result["best"]["hot_rel_error"] = _checked(hot, hot.fp8_runner(config, with_quant=True), hot.ref)
+    result = {"case": lab, "m": m, "scalings": {}}
+    for scaling in SCALINGS:
+        case = Gemm1Case(e, top_k, h, inter, m, device, scaling)
+        if not dry and "bf16" not in result:
+            tuned, _ = get_config(m, e, inter, top_k, device_name, config_dir=FUSED_DIR)
+            err = _checked(case, case.bf16_runner(tuned), case.ref_bf16)
+            result["bf16"] = {"config": tuned.label(), "rel_error": err,
+                              "us": round(timer(case.bf16_runner(tuned)), 2)}
+            try:  # the same FLOPs in a dense fp8 library GEMM: the tensor cores without gather or block scales
+                x = torch.randn(m * top_k, h, device=device).to(f8.FP8)
+                wt = torch.randn(2 * inter, h, device=device).to(f8.FP8).t()
+                sa = torch.rand(m * top_k, 1, device=device) + 0.5
+                sb = torch.rand(1, 2 * inter, device=device) + 0.5
+                result["dense_fp8_us"] = round(timer(lambda x=x, wt=wt, sa=sa, sb=sb: torch._scaled_mm(
+                    x, wt, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)), 2)
+                del x, wt
+            except Exception as exc:  # recorded: not every torch build has row-wise scaled_mm
+                result["dense_fp8_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        part = result["scalings"][scaling] = {"quant_mismatches": case.quant_mismatch, "rows": []}
+        if not dry:
+            part["quant_us"] = round(timer(lambda c=case, sc=scaling: f8.quantize_rows(c.a, sc)), 2)
+        for config in case_configs(m, e, top_k, dry, scaling):
+            row = {"config": config.label()}
+            why = failed.get((lab, config, True, scaling))
+            if why or time.monotonic() > deadline:
+                part["rows"].append({**row, "status": "compile failed" if why else "deadline", "why": why or ""})
+                continue
+            try:
+                run = case.fp8_runner(config)
+                err = _checked(case, run, case.ref)
+                if not err < 1e-2:
+                    part["rows"].append({**row, "status": "wrong", "rel_error": err})
+                else:
+                    part["rows"].append({**row, "status": "ok", "rel_error": err,
+                                         "rel_error_vs_bf16": relative(case.out, case.ref_bf16),
+                                         "us": round(timer(run), 2)})
+            except Exception as exc:  # a launch failure is recorded, not fatal
+                part["rows"].append({**row, "status": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]})
+            print("gemm1:", lab, m, scaling, json.dumps(part["rows"][-1]), flush=True)
+        ok = [r for r in part["rows"] if r["status"] == "ok"]
+        if ok:
+            best = min(ok, key=lambda r: r["us"])
+            config = parse_label(best["config"])
+            run = case.fp8_runner(config, with_quant=True)
+            part["best"] = {"config": best["config"], "gemm_us": best["us"], "rel_error_vs_bf16":
+                            best["rel_error_vs_bf16"], "rel_error": _checked(case, run, case.ref),
+                            "with_quant_us": round(timer(run), 2)}
+            del case
+            hot = Gemm1Case(e, top_k, h, inter, m, device, scaling, seed=1, hot=2)
+            part["best"]["hot_rel_error"] = _checked(hot, hot.fp8_runner(config, with_quant=True), hot.ref)
+            del hot
     return result
 
 
@@ -299,8 +325,9 @@ def relative(out, ref) -> float:
     return relative_error(out.float(), ref)
 
 
-def run_layer(shape, m, gemm1_config, device, device_name, dry, timer) -> dict:
-    """Previous layer, shipped bf16 layer, fp8 layer (GEMM2 at the best of GEMM2_TILES alone), each checked."""
+def run_layer(shape, m, gemm1_configs: dict, device, device_name, dry, timer) -> dict:
+    """Previous layer, shipped bf16 layer, and per scaling scheme the fp8 layer (GEMM1 at this run's best config
+    for the case, GEMM2 at the best of GEMM2_TILES timed alone), each checked against its float32 reference."""
     import torch
 
     from kernels import fused_moe as fm
@@ -312,37 +339,40 @@ def run_layer(shape, m, gemm1_config, device, device_name, dry, timer) -> dict:
     name, e, top_k, h, inter, _ = shape
     tensors = moe_fusion.layer_tensors(e, top_k, h, inter, m, device, seed=1)
     hidden, w1, w2, weights, ids = tensors
-    fp8 = f8.Fp8Weights(w1, w2)
     w1_il = ff.interleave_gate_up(w1)
     previous, _ = get_config(m, e, inter, top_k, device_name)
-    result = {"case": name, "m": m, "gemm1_config": gemm1_config.label(), "previous_config": previous.label(),
-              "gemm2": []}
-    act_q, act_s = f8.quantize_rows(torch.randn(m * top_k, inter, device=device).to(torch.bfloat16))
-    out2 = torch.zeros((m, h), dtype=torch.float32, device=device)
-    for tile in (DRY_TILES if dry else GEMM2_TILES):
-        config = parse_label(tile)
-        align = moe_align_triton(ids, (config["BLOCK_SIZE_M"],), e)[0]
-        try:
-            run = (lambda c=config, a=align: (out2.zero_(), f8.invoke_fp8_gemm(
-                act_q, act_s, fp8.w2, fp8.w2_scales, out2, weights.float(), *a, top_k=top_k, config=c, gated=False)))
-            run()
-            result["gemm2"].append({"config": tile, "us": round(timer(run), 2)})
-        except Exception as exc:  # a config that fails is recorded
-            result["gemm2"].append({"config": tile, "why": f"{type(exc).__name__}: {exc}"[:200]})
-    timed = [r for r in result["gemm2"] if "us" in r]
-    config2 = parse_label(min(timed, key=lambda r: r["us"])["config"]) if timed else gemm1_config
-    result["gemm2_config"] = config2.label()
     ref_bf16 = fm.fused_moe_reference(*tensors)
-    ref_fp8 = f8.layer_reference(hidden, fp8, weights, ids)
+    result = {"case": name, "m": m, "previous_config": previous.label(), "gemm2": {}, "configs": {}}
     fns = {"previous": (lambda: fm.fused_moe(*tensors, config=previous, config2=previous), ref_bf16),
-           "shipped_bf16": (lambda: ff.fused_moe_fused(hidden, w1_il, w2, weights, ids, w1_interleaved=True), ref_bf16),
-           "fp8": (lambda: f8.fused_moe_fp8(hidden, fp8, weights, ids, gemm1_config, config2), ref_fp8)}
+           "shipped_bf16": (lambda: ff.fused_moe_fused(hidden, w1_il, w2, weights, ids, w1_interleaved=True), ref_bf16)}
+    out2 = torch.zeros((m, h), dtype=torch.float32, device=device)
+    for scaling, gemm1_config in gemm1_configs.items():
+        fp8 = f8.Fp8Weights(w1, w2, scaling)
+        act_q, act_s = f8.quantize_rows(torch.randn(m * top_k, inter, device=device).to(torch.bfloat16), scaling)
+        rows = result["gemm2"][scaling] = []
+        for tile in (DRY_TILES if dry else GEMM2_TILES[scaling]):
+            config = parse_label(tile)
+            align = moe_align_triton(ids, (config["BLOCK_SIZE_M"],), e)[0]
+            try:
+                run = (lambda c=config, a=align, w=fp8, q=act_q, s=act_s, sc=scaling: (out2.zero_(), f8.invoke_fp8_gemm(
+                    q, s, w.w2, w.w2_scales, out2, weights.float(), *a, top_k=top_k, config=c, gated=False,
+                    scaling=sc)))
+                run()
+                rows.append({"config": tile, "us": round(timer(run), 2)})
+            except Exception as exc:  # a config that fails is recorded
+                rows.append({"config": tile, "why": f"{type(exc).__name__}: {exc}"[:200]})
+        timed = [r for r in rows if "us" in r]
+        config2 = parse_label(min(timed, key=lambda r: r["us"])["config"]) if timed else gemm1_config
+        result["configs"][scaling] = {"gemm1": gemm1_config.label(), "gemm2": config2.label()}
+        fns[f"fp8_{scaling}"] = (lambda w=fp8, c1=gemm1_config, c2=config2: f8.fused_moe_fp8(hidden, w, weights, ids,
+                                                                                            c1, c2),
+                                 f8.layer_reference(hidden, fp8, weights, ids))
     result["runs"] = {}
     for variant, (fn, ref) in fns.items():
         out = fn()
         err = relative(out, ref)
         row = {"rel_error": err, "us": round(timer(fn), 2) if err < 1e-2 else None}
-        if variant == "fp8":
+        if variant.startswith("fp8"):
             row["rel_error_vs_bf16"] = relative(out, ref_bf16)
         result["runs"][variant] = row
     return result
@@ -379,14 +409,14 @@ def main(argv=None) -> int:
     keep = tuple(args.only.split(",")) if args.only else ("",)
     ms = {int(x) for x in args.ms.split(",")} if args.ms else None
     shapes = moe_fusion.shapes(dry, CASES, DRY_SHAPES)
-    cases = [(s, m, case_configs(m, s[1], s[2], dry)) for s in shapes for m in s[5]
-             if s[0].startswith(keep) and (ms is None or m in ms)]
+    cases = [(s, m) for s in shapes for m in s[5] if s[0].startswith(keep) and (ms is None or m in ms)]
     failed = {}
     if not dry:
-        tasks = [(s[1], s[2], s[3], s[4], m, c, True) for s, m, configs in cases for c in configs]
+        tasks = [(s[1], s[2], s[3], s[4], m, c, True, sc) for s, m in cases for sc in SCALINGS
+                 for c in case_configs(m, s[1], s[2], dry, sc)]
         if args.layer:
-            tasks += [(s[1], s[2], s[3], s[4], m, parse_label(t), False) for s, m, _ in cases if m >= 1024
-                      for t in GEMM2_TILES]
+            tasks += [(s[1], s[2], s[3], s[4], m, parse_label(t), False, sc) for s, m in cases if m >= 1024
+                      for sc in SCALINGS for t in GEMM2_TILES[sc]]
         failed = compile_all(tasks, args.workers)
         print(f"compiled {len(set(tasks))} in {time.monotonic() - started:.0f} s; {len(failed)} failed", flush=True)
         for key, why in list(failed.items())[:6]:
@@ -394,7 +424,8 @@ def main(argv=None) -> int:
     timer = moe_fusion._timer(dry)
     doc = {"date": time.strftime("%Y-%m-%d %H:%M"), "gpu": device_name or "cpu (interpreter, dry run)",
            **(versions() if not dry else {}), "command": " ".join(sys.argv),
-           "compile_failed": {f"{k[0]} {k[1].label()} {'gemm1' if k[2] else 'gemm2'}": v for k, v in failed.items()},
+           "compile_failed": {f"{k[0]} {k[1].label()} {'gemm1' if k[2] else 'gemm2'} {k[3]}": v
+                              for k, v in failed.items()},
            "gemm1": [], "layers": []}
 
     def save():
@@ -402,14 +433,14 @@ def main(argv=None) -> int:
         (out / "moe_fp8.json").write_text(json.dumps(doc, indent=1) + "\n")
 
     deadline = started + args.deadline
-    for s, m, configs in cases:
-        doc["gemm1"].append(run_gemm1(s, m, configs, failed, device, device_name, dry, deadline, timer))
+    for s, m in cases:
+        doc["gemm1"].append(run_gemm1(s, m, failed, device, device_name, dry, deadline, timer))
         save()
     if args.layer:
-        for (s, m, _), g in zip(cases, doc["gemm1"]):
-            if (dry or m >= 1024) and "best" in g and time.monotonic() < deadline:
-                doc["layers"].append(run_layer(s, m, parse_label(g["best"]["config"]), device, device_name, dry,
-                                               timer))
+        for (s, m), g in zip(cases, doc["gemm1"], strict=True):
+            best = {sc: parse_label(p["best"]["config"]) for sc, p in g["scalings"].items() if "best" in p}
+            if (dry or m >= 1024) and best and time.monotonic() < deadline:
+                doc["layers"].append(run_layer(s, m, best, device, device_name, dry, timer))
                 save()
     save()
     print_table(doc)
@@ -418,30 +449,35 @@ def main(argv=None) -> int:
 
 def print_table(doc: dict) -> None:
     gk = gpu_key(doc["gpu"])
-    print(f"\n{doc['gpu']}  triton {doc.get('triton', '-')}  torch {doc.get('torch', '-')}")
-    print(f"{'case':<22}{'M':>5}{'bf16':>9}{'quant':>7}{'fp8':>9}{'fp8+q':>9}{'dense8':>8}{'engine':>8}"
-          f"{'eng/fp8q':>9}{'err':>8}{'vs bf16':>8}  best fp8 config")
-    ratios = []
+    print(f"\n{doc['gpu']}  triton {doc.get('triton', '-')}  torch {doc.get('torch', '-')}  "
+          "(us; +q = with its quantiser)")
+    print(f"{'case':<22}{'M':>5}{'bf16':>8}{'dense8':>8}{'engine':>8}" + "".join(
+        f"{sc + ' +q':>14}{'eng/' + sc[:2]:>7}" for sc in SCALINGS) + f"{'vs bf16':>8}  best configs")
+    ratios = {sc: [] for sc in SCALINGS}
     for r in doc["gemm1"]:
-        b = r.get("best", {})
         engine = ANCHORS.get(gk, {}).get((r["case"], r["m"]), (None, None))[0]
-        ratio = engine / b["with_quant_us"] if engine and b else None
-        if ratio and r["m"] >= 1024:
-            ratios.append(ratio)
-        best_row = next((x for x in r["rows"] if x.get("config") == b.get("config")), {})
-        print(f"{r['case']:<22}{r['m']:>5}{r.get('bf16', {}).get('us', 0):>9.1f}{r.get('quant_us', 0):>7.1f}"
-              f"{b.get('gemm_us', 0):>9.1f}{b.get('with_quant_us', 0):>9.1f}{r.get('dense_fp8_us', 0):>8.1f}"
-              f"{engine or 0:>8.1f}{ratio or 0:>9.3f}{b.get('rel_error', 0):>8.1e}"
-              f"{best_row.get('rel_error_vs_bf16', 0):>8.3f}  {b.get('config', '-')}")
-    if ratios:
-        print(f"geomean engine (bf16) / fp8 GEMM1 with its quantiser, M >= 1024: "
-              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+        line = f"{r['case']:<22}{r['m']:>5}{r.get('bf16', {}).get('us', 0):>8.1f}{r.get('dense_fp8_us', 0):>8.1f}"
+        line += f"{engine or 0:>8.1f}"
+        errs, configs = [], []
+        for sc in SCALINGS:
+            b = r["scalings"].get(sc, {}).get("best", {})
+            ratio = engine / b["with_quant_us"] if engine and b else 0
+            if ratio and r["m"] >= 1024:
+                ratios[sc].append(ratio)
+            line += f"{b.get('with_quant_us', 0):>14.1f}{ratio:>7.3f}"
+            errs.append(b.get("rel_error_vs_bf16", 0))
+            configs.append(b.get("config", "-"))
+        print(line + f"{max(errs):>8.3f}  " + " | ".join(configs))
+    for sc, rs in ratios.items():
+        if rs:
+            print(f"geomean engine (bf16) / fp8 {sc} GEMM1 with its quantiser, M >= 1024: "
+                  f"{math.exp(sum(map(math.log, rs)) / len(rs)):.3f}")
     for r in doc["layers"]:
         runs = r["runs"]
-        line = "  ".join(f"{v}={x['us']}" for v, x in runs.items())
-        prev, new = runs["previous"]["us"], runs["fp8"]["us"]
-        print(f"layer {r['case']:<22}{r['m']:>5}  {line}  previous/fp8={prev / new if prev and new else 0:.3f}  "
-              f"fp8 err {runs['fp8']['rel_error']:.1e} (vs bf16 {runs['fp8']['rel_error_vs_bf16']:.3f})")
+        prev = runs["previous"]["us"]
+        print(f"layer {r['case']:<20}{r['m']:>5}  " + "  ".join(
+            f"{v}={x['us']}" + (f" (x{prev / x['us']:.3f}, err vs bf16 {x['rel_error_vs_bf16']:.3f})"
+                                if v.startswith("fp8") and prev and x["us"] else "") for v, x in runs.items()))
 
 
 if __name__ == "__main__":

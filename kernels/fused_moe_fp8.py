@@ -1,10 +1,13 @@
-"""fp8 (e4m3) w8a8 GEMMs of the fused-MoE layer with 128 x 128 block scales (issue 16's fp8 candidate).
+"""fp8 (e4m3) w8a8 GEMMs of the fused-MoE layer (issue 16's fp8 candidate), two scaling schemes.
 
-The scaling scheme is the one DeepSeek-V3's checkpoints ship (and ANCHORS section 1 lists): each weight
-matrix [rows, K] has one float32 scale per 128 x 128 block, each activation row one per 128 columns
-(quantised on the fly, `quantize_rows`). A K step of BLOCK_SIZE_K (dividing 128) therefore meets one
-activation scale per row and one weight scale per weight row, so the kernel multiplies each step's fp8
-dot product by a_scale[m] * w_scale[n] before adding it to the float32 accumulator.
+"block" is the one DeepSeek-V3's checkpoints ship (ANCHORS section 1): each weight matrix [rows, K] has one
+float32 scale per 128 x 128 block, each activation row one per 128 columns (quantised on the fly,
+`quantize_rows`). A K step of BLOCK_SIZE_K (dividing 128) meets one activation scale per row and one weight
+scale per weight row, so the kernel multiplies each step's fp8 product by a_scale[m] * w_scale[n] before
+adding it to the float32 accumulator: that product is a second accumulator-sized tile in registers, which
+is what made tiles over 64 x 128 per warpgroup slow on the H100 (RESULTS 40). "channel" has one scale per
+weight row and one per token, constant over K, so they multiply the sum once in the epilogue and the K loop
+is the bf16 kernel's with fp8 operands.
 
 The tile walk is `kernels.fused_moe_fused`'s (grouped order, optional persistent programs over the real
 tiles); two forms: GATED (GEMM1 on interleaved w1, SiLU-and-mul in the epilogue, bf16 out) and ACCUMULATE
@@ -26,79 +29,109 @@ from kernels import fused_moe_fused as ff
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0  # largest finite e4m3fn value
-SCALE_BLOCK = 128  # columns per activation scale; rows and columns per weight scale
+SCALE_BLOCK = 128
+# Scaling schemes: (weight rows per scale, columns per scale; None = the whole K), activations scaled per row
+# over the same columns. "block": DeepSeek-V3's checkpoints (128 x 128 weight blocks, 1 x 128 activation
+# groups): the scales change every 128 columns of K, so each K step's product is scaled before it is added.
+# "channel": one scale per weight row and per token: constant over K, so applied once in the epilogue.
+SCALINGS = {"block": (SCALE_BLOCK, SCALE_BLOCK), "channel": (1, None)}
 _MIN_AMAX = 1e-12  # an all-zero group gets a tiny scale instead of a division by zero
 
 
 @triton.jit
-def quantize_rows_kernel(x_ptr, q_ptr, s_ptr, M, K, stride_xm, stride_qm, stride_sm,
-                         BLOCK_ROWS: tl.constexpr, GROUP: tl.constexpr):
-    # One program: BLOCK_ROWS rows x one group of GROUP columns -> fp8 values and one scale per row.
+def quantize_rows_kernel(x_ptr, q_ptr, s_ptr, M, K, group, stride_xm, stride_qm, stride_sm,
+                         BLOCK_ROWS: tl.constexpr, CHUNK: tl.constexpr):
+    # One program: BLOCK_ROWS rows x one group of `group` columns -> fp8 values and one scale per row.
+    # Two passes over the group in CHUNK columns: its largest magnitude, then the scaled values.
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    cols = tl.program_id(1) * GROUP + tl.arange(0, GROUP)
-    mask = (rows[:, None] < M) & (cols[None, :] < K)
-    x = tl.load(x_ptr + rows[:, None].to(tl.int64) * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-12)
-    scale = amax / 448.0
-    q = x / scale[:, None]
-    tl.store(q_ptr + rows[:, None].to(tl.int64) * stride_qm + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    start = tl.program_id(1) * group
+    end = tl.minimum(start + group, K)
+    x_rows = x_ptr + rows[:, None].to(tl.int64) * stride_xm
+    q_rows = q_ptr + rows[:, None].to(tl.int64) * stride_qm
+    amax = tl.zeros((BLOCK_ROWS,), dtype=tl.float32)
+    for c in range(start, end, CHUNK):
+        cols = c + tl.arange(0, CHUNK)
+        mask = (rows[:, None] < M) & (cols[None, :] < end)
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
+    scale = tl.maximum(amax, 1e-12) / 448.0
+    for c in range(start, end, CHUNK):
+        cols = c + tl.arange(0, CHUNK)
+        mask = (rows[:, None] < M) & (cols[None, :] < end)
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        tl.store(q_rows + cols[None, :], (x / scale[:, None]).to(q_ptr.dtype.element_ty), mask=mask)
     tl.store(s_ptr + rows * stride_sm + tl.program_id(1), scale, mask=rows < M)
 
 
-def quantize_rows(x: torch.Tensor, block_rows: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [M, K] (bf16/fp16/fp32) -> (fp8 [M, K], float32 scales [M, cdiv(K, 128)]): each 128 columns of a
-    row scaled so that their largest magnitude maps to 448."""
+def _groups(scaling: str) -> tuple[int | None, int | None]:
+    """(weight rows per scale, columns per scale; None = the whole K) of a scaling scheme."""
+    if scaling not in SCALINGS:
+        raise AdvisorError(f"scaling={scaling!r} is not an fp8 scaling scheme; use one of {', '.join(SCALINGS)}")
+    return SCALINGS[scaling]
+
+
+def quantize_rows(x: torch.Tensor, scaling: str = "block", block_rows: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] (bf16/fp16/fp32) -> (fp8 [M, K], float32 scales [M, groups]): each group of a row (128
+    columns for "block", the whole row for "channel") scaled so that its largest magnitude maps to 448."""
     if x.dim() != 2:
         raise AdvisorError(f"quantize_rows takes a 2-D [M, K] tensor; got shape {tuple(x.shape)}")
     x = x if x.stride(1) == 1 else x.contiguous()
     m, k = x.shape
-    groups = triton.cdiv(k, SCALE_BLOCK)
+    group = _groups(scaling)[1] or max(k, 1)
+    groups = triton.cdiv(k, group)
     q = torch.empty((m, k), dtype=FP8, device=x.device)
     scales = torch.empty((m, groups), dtype=torch.float32, device=x.device)
     quantize_rows_kernel[(triton.cdiv(m, block_rows), groups)](
-        x, q, scales, m, k, x.stride(0), q.stride(0), scales.stride(0), BLOCK_ROWS=block_rows, GROUP=SCALE_BLOCK)
+        x, q, scales, m, k, group, x.stride(0), q.stride(0), scales.stride(0), BLOCK_ROWS=block_rows, CHUNK=128)
     return q, scales
 
 
-def quantize_rows_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_rows_reference(x: torch.Tensor, scaling: str = "block") -> tuple[torch.Tensor, torch.Tensor]:
     """`quantize_rows` in torch (the check for the Triton quantiser)."""
-    m, k = x.shape
-    groups = triton.cdiv(k, SCALE_BLOCK)
-    padded = torch.zeros((m, groups * SCALE_BLOCK), dtype=torch.float32, device=x.device)
-    padded[:, :k] = x.float()
-    blocks = padded.view(m, groups, SCALE_BLOCK)
-    scales = blocks.abs().amax(dim=2).clamp_min(_MIN_AMAX) / FP8_MAX
-    q = (blocks / scales[:, :, None]).view(m, -1)[:, :k].to(FP8)
-    return q, scales
+    q, scales = _quantize_blocks(x[None], 1, _groups(scaling)[1])
+    return q[0], scales[0]
 
 
-def quantize_weight_blocks(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """w [E, R, K] -> (fp8 [E, R, K], float32 scales [E, cdiv(R, 128), cdiv(K, 128)]), one scale per
-    128 x 128 block (an edge block covers what is left). One expert at a time, to bound the float32 copy."""
-    if w.dim() != 3:
-        raise AdvisorError(f"quantize_weight_blocks takes [E, R, K] weights; got shape {tuple(w.shape)}")
+def _quantize_blocks(w: torch.Tensor, row_group: int, col_group: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     e, r, k = w.shape
-    rb, kb = triton.cdiv(r, SCALE_BLOCK), triton.cdiv(k, SCALE_BLOCK)
+    col_group = col_group or max(k, 1)
+    rb, kb = triton.cdiv(r, row_group), triton.cdiv(k, col_group)
     q = torch.empty((e, r, k), dtype=FP8, device=w.device)
     scales = torch.empty((e, rb, kb), dtype=torch.float32, device=w.device)
-    for i in range(e):
-        padded = torch.zeros((rb * SCALE_BLOCK, kb * SCALE_BLOCK), dtype=torch.float32, device=w.device)
+    for i in range(e):  # one expert at a time, to bound the float32 copy
+        padded = torch.zeros((rb * row_group, kb * col_group), dtype=torch.float32, device=w.device)
         padded[:r, :k] = w[i].float()
-        blocks = padded.view(rb, SCALE_BLOCK, kb, SCALE_BLOCK)
+        blocks = padded.view(rb, row_group, kb, col_group)
         scales[i] = blocks.abs().amax(dim=(1, 3)).clamp_min(_MIN_AMAX) / FP8_MAX
-        q[i] = (blocks / scales[i][:, None, :, None]).view(rb * SCALE_BLOCK, -1)[:r, :k].to(FP8)
+        q[i] = (blocks / scales[i][:, None, :, None]).view(rb * row_group, -1)[:r, :k].to(FP8)
     return q, scales
 
 
-def dequantize_weight_blocks(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """float32 [E, R, K] from `quantize_weight_blocks`'s pair."""
-    e, r, k = q.shape
-    full = scales.repeat_interleave(SCALE_BLOCK, dim=1).repeat_interleave(SCALE_BLOCK, dim=2)
-    return q.float() * full[:, :r, :k]
+def quantize_weights(w: torch.Tensor, scaling: str = "block") -> tuple[torch.Tensor, torch.Tensor]:
+    """w [E, R, K] -> (fp8 [E, R, K], float32 scales [E, row groups, column groups]): "block": one scale per
+    128 x 128 block (an edge block covers what is left); "channel": one per row."""
+    if w.dim() != 3:
+        raise AdvisorError(f"quantize_weights takes [E, R, K] weights; got shape {tuple(w.shape)}")
+    return _quantize_blocks(w, *_groups(scaling))
+
+
+def _expand(scales: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """Scales [..., rb, kb] of either scheme spread over [..., rows, cols] (each scale over its block): one
+    scale per row or per 128 rows; per 128 columns or for all of them (the two agree where they coincide)."""
+    rb, kb = scales.shape[-2:]
+    row_group = 1 if rb == rows else SCALE_BLOCK
+    col_group = SCALE_BLOCK if kb == triton.cdiv(cols, SCALE_BLOCK) else max(cols, 1)
+    full = scales.repeat_interleave(row_group, dim=-2).repeat_interleave(col_group, dim=-1)
+    return full[..., :rows, :cols]
+
+
+def dequantize_weights(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """float32 [E, R, K] from `quantize_weights`'s pair."""
+    return q.float() * _expand(scales, q.shape[1], q.shape[2])
 
 
 def dequantize_rows(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    return q.float() * scales.repeat_interleave(SCALE_BLOCK, dim=1)[:, : q.shape[1]]
+    return q.float() * _expand(scales, q.shape[0], q.shape[1])
 
 
 def interleave_fp8(w_q: torch.Tensor) -> torch.Tensor:
@@ -112,7 +145,7 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
               stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
               BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
               GATED: tl.constexpr, ACCUMULATE: tl.constexpr, EVEN_K: tl.constexpr, B_TMA: tl.constexpr,
-              SCALE_GROUP: tl.constexpr, compute_type: tl.constexpr):
+              BLOCK_SCALED: tl.constexpr, compute_type: tl.constexpr):
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     pair = tl.load(sorted_token_ids_ptr + offs_m)
@@ -125,10 +158,11 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
     # interleaved row 2j + u is that of row j + u * N of w1 as it comes.
     rows_per_expert = 2 * N if GATED else N
     offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % rows_per_expert
+    ROW_GROUP: tl.constexpr = 128 if BLOCK_SCALED else 1
     if GATED:
-        scale_row = (offs_bn // 2 + (offs_bn % 2) * N) // SCALE_GROUP
+        scale_row = (offs_bn // 2 + (offs_bn % 2) * N) // ROW_GROUP
     else:
-        scale_row = offs_bn // SCALE_GROUP
+        scale_row = offs_bn // ROW_GROUP
     b_scale_ptrs = b_scale_ptr + expert * stride_bse + scale_row * stride_bsn
     a_scale_ptrs = a_scale_ptr + a_row * stride_asm
     offs_k = tl.arange(0, BLOCK_SIZE_K)
@@ -148,13 +182,22 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
             b = tl.load(b_ptrs)
         else:
             b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        # BLOCK_SIZE_K divides the scale group, so one scale per row covers the whole step.
-        group = (k * BLOCK_SIZE_K) // SCALE_GROUP
-        a_s = tl.load(a_scale_ptrs + group, mask=token_mask, other=0.0)
-        b_s = tl.load(b_scale_ptrs + group)
-        acc += tl.dot(a, b) * (a_s[:, None] * b_s[None, :])
+        if BLOCK_SCALED:
+            # BLOCK_SIZE_K divides the 128-column group, so one scale per row covers the whole step. The
+            # step's product is a second accumulator-sized tile: twice the registers of a bf16 tile.
+            group = (k * BLOCK_SIZE_K) // 128
+            a_s = tl.load(a_scale_ptrs + group, mask=token_mask, other=0.0)
+            b_s = tl.load(b_scale_ptrs + group)
+            acc += tl.dot(a, b) * (a_s[:, None] * b_s[None, :])
+        else:
+            acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_SIZE_K
         b_ptrs += BLOCK_SIZE_K
+    if not BLOCK_SCALED:
+        # Scales constant over K: once, on the sum.
+        a_s = tl.load(a_scale_ptrs, mask=token_mask, other=0.0)
+        b_s = tl.load(b_scale_ptrs)
+        acc = acc * (a_s[:, None] * b_s[None, :])
 
     if GATED:
         gate, up = tl.split(tl.reshape(acc, (BLOCK_SIZE_M, BN_OUT, 2)))
@@ -173,16 +216,17 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
 
 @triton.jit(do_not_specialize=["EM", "num_valid_tokens", "num_programs"])
 def fused_moe_fp8_kernel(
-    # A fp8 [rows, K] with float32 scales [rows, cdiv(K, 128)] (rows gathered through sorted_token_ids);
-    # B fp8 [E, rows_b, K] (interleaved w1 when GATED) with block scales [E, cdiv(rows_b, 128), cdiv(K, 128)]
-    # in w1's own row order; b_desc: TMA descriptor of B as [E * rows_b, K] when B_TMA, else None.
+    # A fp8 [rows, K] with float32 scales [rows, k groups] (rows gathered through sorted_token_ids);
+    # B fp8 [E, rows_b, K] (interleaved w1 when GATED) with scales [E, row groups, k groups] in w1's own
+    # row order (BLOCK_SCALED: 128 x 128 blocks, else one per row and K whole); b_desc: TMA descriptor
+    # of B as [E * rows_b, K] when B_TMA, else None.
     a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weights_ptr,
     sorted_token_ids_ptr, expert_ids_ptr, num_tokens_post_padded_ptr,
     N, K, EM, num_valid_tokens, a_div, c_div, num_programs,
     stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr, GATED: tl.constexpr, ACCUMULATE: tl.constexpr, PERSISTENT: tl.constexpr,
-    EVEN_K: tl.constexpr, B_TMA: tl.constexpr, SCALE_GROUP: tl.constexpr, compute_type: tl.constexpr,
+    EVEN_K: tl.constexpr, B_TMA: tl.constexpr, BLOCK_SCALED: tl.constexpr, compute_type: tl.constexpr,
 ):
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
     num_pid_n = tl.cdiv(N, BN_OUT)
@@ -194,7 +238,7 @@ def fused_moe_fp8_kernel(
             _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr,
                       expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                       stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
-                      BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, SCALE_GROUP,
+                      BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, BLOCK_SCALED,
                       compute_type)
     else:
         pid_m, pid_n = ff._tile_coords(tl.program_id(0), tl.cdiv(EM, BLOCK_SIZE_M), num_pid_n, GROUP_SIZE_M)
@@ -202,15 +246,15 @@ def fused_moe_fp8_kernel(
             _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr,
                       expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                       stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
-                      BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, SCALE_GROUP,
+                      BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, BLOCK_SCALED,
                       compute_type)
 
 
-def check_config(config: Config, gated: bool) -> None:
-    """A config the fp8 kernel can run: BLOCK_SIZE_K a divisor of the 128-column scale group (one scale per
-    K step) and at least 32 (an fp8 MMA's K); gated tiles split into two halves of at least 16 columns."""
+def check_config(config: Config, gated: bool, scaling: str = "block") -> None:
+    """A config the fp8 kernel can run: BLOCK_SIZE_K at least 32 (an fp8 MMA's K) and, for block scales, a
+    divisor of the 128-column group (one scale per K step); gated tiles split into halves of >= 16 columns."""
     bk = config["BLOCK_SIZE_K"]
-    if bk < 32 or SCALE_BLOCK % bk:
+    if bk < 32 or (_groups(scaling)[1] and SCALE_BLOCK % bk):
         raise AdvisorError(f"BLOCK_SIZE_K={bk} does not fit fp8 block scales; use 32, 64 or 128 "
                            f"(a divisor of the {SCALE_BLOCK}-column scale group)")
     if gated and config["BLOCK_SIZE_N"] < 32:
@@ -220,8 +264,9 @@ def check_config(config: Config, gated: bool) -> None:
 
 def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_ids, expert_ids,
                     num_tokens_post_padded, top_k: int, config: Config, gated: bool, persistent: bool = False,
-                    b_tma: bool | None = None):
-    """One GEMM of the layer in fp8.
+                    b_tma: bool | None = None, scaling: str = "block"):
+    """One GEMM of the layer in fp8, its operands quantised by `quantize_rows` / `quantize_weights` with
+    `scaling` ("block" or "channel").
 
     gated (GEMM1): a_q [M, K] hidden, w_q = interleave_fp8(w1_q) [E, 2I, K] with w1's scales, c [M * top_k, I]
     bf16/fp16 = silu(gate) * up. Else (GEMM2): a_q [M * top_k, K] activation, w_q [E, H, K], c [M, H] float32
@@ -229,18 +274,19 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
     """
     if a_q.dtype != FP8 or w_q.dtype != FP8:
         raise AdvisorError(f"the fp8 GEMM takes {FP8} A and W; got A {a_q.dtype}, W {w_q.dtype} "
-                           "(quantize with quantize_rows / quantize_weight_blocks)")
+                           "(quantize with quantize_rows / quantize_weights)")
     if a_q.shape[1] != w_q.shape[2]:
         raise AdvisorError(f"A has K={a_q.shape[1]} but W is {tuple(w_q.shape)} ([E, N, K]); hidden sizes differ")
     e, rows_b, k = w_q.shape
-    want_a = (a_q.shape[0], triton.cdiv(k, SCALE_BLOCK))
-    want_w = (e, triton.cdiv(rows_b, SCALE_BLOCK), triton.cdiv(k, SCALE_BLOCK))
+    row_group, col_group = _groups(scaling)
+    k_groups = triton.cdiv(k, col_group or max(k, 1))
+    want_a, want_w = (a_q.shape[0], k_groups), (e, triton.cdiv(rows_b, row_group), k_groups)
     if tuple(a_scales.shape) != want_a or tuple(w_scales.shape) != want_w:
         raise AdvisorError(f"scales of shapes {tuple(a_scales.shape)} (A) and {tuple(w_scales.shape)} (W); "
-                           f"128-wide block scales here are {want_a} and {want_w}")
+                           f"{scaling} scales here are {want_a} and {want_w} (quantize with scaling={scaling!r})")
     if a_scales.dtype != torch.float32 or w_scales.dtype != torch.float32:
         raise AdvisorError("fp8 scales are float32")
-    check_config(config, gated)
+    check_config(config, gated, scaling)
     if gated and rows_b % 2:
         raise AdvisorError(f"w1 has {rows_b} rows per expert; the gated GEMM needs gate and up halves (2I)")
     n_out = rows_b // 2 if gated else rows_b
@@ -266,7 +312,7 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
         a_q.stride(0), a_scales.stride(0), w_q.stride(0), w_q.stride(1), w_scales.stride(0), w_scales.stride(1),
         c.stride(0),
         GATED=gated, ACCUMULATE=not gated, PERSISTENT=persistent, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
-        B_TMA=b_tma, SCALE_GROUP=SCALE_BLOCK, compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
+        B_TMA=b_tma, BLOCK_SCALED=scaling == "block", compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params,
     )
     return c
@@ -274,20 +320,20 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
 
 class Fp8Weights:
     """A layer's weights in fp8, prepared once where they are loaded: w1 quantised in its own layout then
-    interleaved (scales kept in w1's row order), w2 quantised as it is."""
+    interleaved (scales kept in w1's row order), w2 quantised as it is; `scaling` "block" or "channel"."""
 
-    def __init__(self, w1: torch.Tensor, w2: torch.Tensor):
-        w1_q, self.w1_scales = quantize_weight_blocks(w1)
+    def __init__(self, w1: torch.Tensor, w2: torch.Tensor, scaling: str = "block"):
+        self.scaling = scaling
+        w1_q, self.w1_scales = quantize_weights(w1, scaling)
         self.w1_il = interleave_fp8(w1_q)
-        self.w2, self.w2_scales = quantize_weight_blocks(w2)
+        self.w2, self.w2_scales = quantize_weights(w2, scaling)
         self.num_experts, self.two_i, self.hidden = w1.shape
 
     def dequantized(self) -> tuple[torch.Tensor, torch.Tensor]:
         """float32 w1 (gate rows then up rows) and w2, what the fp8 values stand for."""
         e, two_i, h = self.w1_il.shape
         w1_q = self.w1_il.view(torch.uint8).view(e, two_i // 2, 2, h).transpose(1, 2).reshape(e, two_i, h)
-        return (dequantize_weight_blocks(w1_q.view(FP8), self.w1_scales),
-                dequantize_weight_blocks(self.w2, self.w2_scales))
+        return dequantize_weights(w1_q.view(FP8), self.w1_scales), dequantize_weights(self.w2, self.w2_scales)
 
 
 def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: Config, config2: Config | None = None,
@@ -306,14 +352,14 @@ def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: C
     top_k = topk_ids.shape[1]
     topk_weights = topk_weights.to(torch.float32).contiguous()
     aligned = moe_align_triton(topk_ids, (config["BLOCK_SIZE_M"], config2["BLOCK_SIZE_M"]), weights.num_experts)
-    a_q, a_s = quantize_rows(hidden)
+    a_q, a_s = quantize_rows(hidden, weights.scaling)
     act = torch.empty((m * top_k, weights.two_i // 2), dtype=hidden.dtype, device=hidden.device)
     invoke_fp8_gemm(a_q, a_s, weights.w1_il, weights.w1_scales, act, topk_weights, *aligned[0], top_k=top_k,
-                    config=config, gated=True, persistent=persistent, b_tma=b_tma)
-    act_q, act_s = quantize_rows(act)
+                    config=config, gated=True, persistent=persistent, b_tma=b_tma, scaling=weights.scaling)
+    act_q, act_s = quantize_rows(act, weights.scaling)
     out = torch.zeros((m, h), dtype=torch.float32, device=hidden.device)
     invoke_fp8_gemm(act_q, act_s, weights.w2, weights.w2_scales, out, topk_weights, *aligned[-1], top_k=top_k,
-                    config=config2, gated=False, persistent=persistent, b_tma=b_tma)
+                    config=config2, gated=False, persistent=persistent, b_tma=b_tma, scaling=weights.scaling)
     return out.to(hidden.dtype)
 
 
@@ -330,9 +376,9 @@ def layer_reference(hidden, weights: Fp8Weights, topk_weights, topk_ids) -> torc
     """float32 [M, H] of the fp8 layer: both GEMMs over the dequantised operands, the activation rounded to
     hidden's dtype and quantised as the kernel path does (so only rounding order differs)."""
     w1_dq, w2_dq = weights.dequantized()
-    a_q, a_s = quantize_rows_reference(hidden)
+    a_q, a_s = quantize_rows_reference(hidden, weights.scaling)
     act = gemm1_reference(a_q, a_s, w1_dq, topk_ids).to(hidden.dtype)
-    act_q, act_s = quantize_rows_reference(act)
+    act_q, act_s = quantize_rows_reference(act, weights.scaling)
     top_k = topk_ids.shape[1]
     rows = fm.fused_moe_gemm_reference(dequantize_rows(act_q, act_s), w2_dq, topk_ids, 1)
     return (rows.view(hidden.shape[0], top_k, -1) * topk_weights.float()[:, :, None]).sum(dim=1)

@@ -41,11 +41,12 @@ def test_row_quantiser_reference_scales_each_128_columns_to_448():
     assert bool((err <= x.float().abs() / 16 + s.repeat_interleave(128, 1)[:, :300] * 2 ** -9).all()), f"seed {seed}"
 
 
-def test_triton_row_quantiser_matches_the_reference():
+@pytest.mark.parametrize("scaling", ["block", "channel"])
+def test_triton_row_quantiser_matches_the_reference(scaling):
     gen, seed = fresh_generator()
-    x = torch.randn(37, 200, generator=gen).to(torch.bfloat16)
-    q, s = f8.quantize_rows(x)
-    q_ref, s_ref = f8.quantize_rows_reference(x)
+    x = torch.randn(37, 300, generator=gen).to(torch.bfloat16)
+    q, s = f8.quantize_rows(x, scaling)
+    q_ref, s_ref = f8.quantize_rows_reference(x, scaling)
     assert torch.allclose(s, s_ref, rtol=1e-6, atol=0), f"seed {seed}"
     got, want = q.float(), q_ref.float()
     differ = got != want
@@ -62,14 +63,31 @@ def test_triton_row_quantiser_matches_the_reference():
 def test_weight_blocks_round_trip_and_interleave_keeps_scales_in_w1_order():
     gen, seed = fresh_generator()
     w1 = torch.randn(3, 2 * 160, 200, generator=gen).to(torch.bfloat16)  # edge blocks in both dimensions
-    q, s = f8.quantize_weight_blocks(w1)
+    q, s = f8.quantize_weights(w1)
     assert s.shape == (3, 3, 2) and q.shape == w1.shape
-    assert rel_error(f8.dequantize_weight_blocks(q, s), w1) < 0.04, f"seed {seed}"
+    assert rel_error(f8.dequantize_weights(q, s), w1) < 0.04, f"seed {seed}"
     weights = f8.Fp8Weights(w1, torch.randn(3, 200, 160, generator=gen).to(torch.bfloat16))
     # Interleaved row 2j + 1 is up row j (row 160 + j of w1).
     assert torch.equal(weights.w1_il[:, 1].float(), q[:, 160].float())
     w1_dq, _ = weights.dequantized()
-    assert torch.equal(w1_dq, f8.dequantize_weight_blocks(q, s))
+    assert torch.equal(w1_dq, f8.dequantize_weights(q, s))
+
+
+def test_channel_scaling_has_one_scale_per_row_and_per_token():
+    gen, seed = fresh_generator()
+    w = torch.randn(2, 5, 300, generator=gen)
+    q, s = f8.quantize_weights(w, "channel")
+    assert s.shape == (2, 5, 1)
+    assert torch.equal(s[..., 0], w.abs().amax(dim=2) / 448.0), f"seed {seed}"
+    assert torch.equal(q.float().abs().amax(dim=2), torch.full((2, 5), 448.0))
+    x = torch.randn(7, 300, generator=gen).to(torch.bfloat16)
+    for quantise in (f8.quantize_rows, f8.quantize_rows_reference):
+        xq, xs = quantise(x, "channel")
+        assert xs.shape == (7, 1) and torch.equal(xs[:, 0], x.float().abs().amax(dim=1) / 448.0), f"seed {seed}"
+    # (The Triton quantiser's values are checked against the reference's in the test above.)
+    assert rel_error(f8.dequantize_rows(xq, xs), x) < 0.05, f"seed {seed}"
+    with pytest.raises(AdvisorError, match="scaling='tensor' is not an fp8 scaling scheme; use one of block, channel"):
+        f8.quantize_rows(x, "tensor")
 
 
 GEMM1_CASES = [
@@ -81,6 +99,9 @@ GEMM1_CASES = [
 ]
 
 
+SCALINGS = pytest.mark.parametrize("scaling", ["block", "channel"])
+
+
 def fp8_case(m, e, top_k, k, inter, kind):
     gen, seed = fresh_generator()
     weights, ids, unused = routing(kind, m, e, top_k, gen)
@@ -90,47 +111,50 @@ def fp8_case(m, e, top_k, k, inter, kind):
     return seed, hidden, w1, w2, weights, ids
 
 
+@SCALINGS
 @pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", GEMM1_CASES)
-def test_gemm1_fp8_matches_reference(m, e, top_k, k, inter, tiles, kind, persistent):
+def test_gemm1_fp8_matches_reference(m, e, top_k, k, inter, tiles, kind, persistent, scaling):
     seed, hidden, w1, w2, weights, ids = fp8_case(m, e, top_k, k, inter, kind)
     config = make_config(*tiles)
-    fp8 = f8.Fp8Weights(w1, w2)
-    a_q, a_s = f8.quantize_rows_reference(hidden)
+    fp8 = f8.Fp8Weights(w1, w2, scaling)
+    a_q, a_s = f8.quantize_rows_reference(hidden, scaling)
     ref = f8.gemm1_reference(a_q, a_s, fp8.dequantized()[0], ids)
     align = moe_align_triton(ids, (tiles[0],), e)[0]
     # fp16 out: its rounding (2^-11) is small enough to show a misplaced scale or a wrong row.
     c = torch.full((m * top_k, inter), NAN, dtype=torch.float16)
     f8.invoke_fp8_gemm(a_q, a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=top_k, config=config,
-                       gated=True, persistent=persistent)
+                       gated=True, persistent=persistent, scaling=scaling)
     assert not torch.isnan(c).any(), f"rows or columns left unwritten (seed {seed})"
     err = rel_error(c, ref)
     assert err < 1e-3, f"relative error {err:.2e} with {config.label()} (seed {seed})"
 
 
+@SCALINGS
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", GEMM1_CASES[1:])
-def test_gemm2_fp8_accumulates_weighted_rows(m, e, top_k, k, inter, tiles, kind):
+def test_gemm2_fp8_accumulates_weighted_rows(m, e, top_k, k, inter, tiles, kind, scaling):
     seed, hidden, w1, w2, weights, ids = fp8_case(m, e, top_k, k, inter, kind)
     config = make_config(*tiles)
-    fp8 = f8.Fp8Weights(w1, w2)
+    fp8 = f8.Fp8Weights(w1, w2, scaling)
     act = torch.randn(m * top_k, inter, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
-    a_q, a_s = f8.quantize_rows_reference(act)
+    a_q, a_s = f8.quantize_rows_reference(act, scaling)
     rows = fm.fused_moe_gemm_reference(f8.dequantize_rows(a_q, a_s), fp8.dequantized()[1], ids, 1, weights)
     ref = rows.view(m, top_k, -1).sum(dim=1)
     align = moe_align_triton(ids, (tiles[0],), e)[0]
     out = torch.zeros((m, k), dtype=torch.float32)
     f8.invoke_fp8_gemm(a_q, a_s, fp8.w2, fp8.w2_scales, out, weights, *align, top_k=top_k, config=config,
-                       gated=False)
+                       gated=False, scaling=scaling)
     err = rel_error(out, ref)
     assert err < 1e-5, f"relative error {err:.2e} with {config.label()} (seed {seed})"
 
 
+@SCALINGS
 @pytest.mark.parametrize("kind", ["uniform", "hot"])
-def test_fp8_layer_matches_its_reference_and_stays_near_bf16(kind, monkeypatch):
+def test_fp8_layer_matches_its_reference_and_stays_near_bf16(kind, scaling, monkeypatch):
     if INTERPRETED:
         monkeypatch.setattr(f8, "quantize_rows", f8.quantize_rows_reference)
     seed, hidden, w1, w2, weights, ids = fp8_case(29, 8, 2, 128, 48, kind)
-    fp8 = f8.Fp8Weights(w1, w2)
+    fp8 = f8.Fp8Weights(w1, w2, scaling)
     out = f8.fused_moe_fp8(hidden, fp8, weights, ids, make_config(16, 64, 64, 2), make_config(32, 64, 32, 1))
     assert out.dtype == torch.bfloat16 and not torch.isnan(out).any(), f"seed {seed}"
     assert rel_error(out, f8.layer_reference(hidden, fp8, weights, ids)) < TOLERANCE, f"seed {seed}"
@@ -152,9 +176,13 @@ def test_bad_inputs_name_the_fix():
     with pytest.raises(AdvisorError, match="quantize with quantize_rows"):
         f8.invoke_fp8_gemm(a_q.float().to(torch.bfloat16), a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align,
                            top_k=2, config=make_config(16, 64, 64, 1), gated=True)
-    with pytest.raises(AdvisorError, match="128-wide block scales here are"):
+    with pytest.raises(AdvisorError, match=r"block scales here are .* \(quantize with scaling='block'\)"):
         f8.invoke_fp8_gemm(a_q, a_s[:, :0], fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=2,
                            config=make_config(16, 64, 64, 1), gated=True)
+    a_c, s_c = f8.quantize_rows_reference(torch.randn(3, 128, generator=gen), "channel")
+    f8.invoke_fp8_gemm(a_c, s_c, *f8.quantize_weights(torch.randn(2, 64, 128, generator=gen), "channel")[:1],
+                       f8.quantize_weights(torch.randn(2, 64, 128, generator=gen), "channel")[1], c, weights, *align,
+                       top_k=2, config=make_config(16, 64, 256, 1), gated=True, scaling="channel")  # any BLOCK_SIZE_K
     with pytest.raises(AdvisorError, match="quantize_rows takes a 2-D"):
         f8.quantize_rows(torch.randn(2, 3, 128))
     assert math.isfinite(float(a_s.min()))
