@@ -1,21 +1,22 @@
-"""fp8 w8a8 (128 x 128 block scales) fused-MoE GEMM1 and layer against bf16 and the engine (issue 16; RESULTS 40).
+"""fp8 w8a8 fused-MoE GEMM1 and layer, two scaling schemes, against bf16 and the engine (issue 16; RESULTS 40).
 
     python benchmarks/moe_fp8.py --plan                                   # no GPU: the prediction, before measuring
     python3 benchmarks/moe_fp8.py --out $OUT [--workers 15] [--deadline 400] [--only mixtral] [--ms 1024] [--layer]
     TRITON_INTERPRET=1 python benchmarks/moe_fp8.py --dry-run --out /tmp/x --layer   # CPU: tiny shapes
 
 GEMM1 cases: every (shape, M) of ANCHORS section 3. Uniform random top-k routing (seeded), random bf16 data;
-w1 quantised once per case in 128 x 128 blocks (`kernels.fused_moe_fp8`). Per case, in one process: the bf16
-fused-il GEMM1 at its tuned config (the shipped kernel), the activation quantiser alone (checked bit for bit
-against the torch quantiser), the fp8 GEMM1 over TILES (SMALL where experts get under 16 rows), each output
-poisoned with NaN and checked against the float32 GEMM over the values the fp8 operands stand for (relative
-error < 1e-2; its error against the bf16 GEMM is recorded: what fp8 costs), then the best config timed with
-its quantiser in one graph (what a layer pays), checked again under 2 hot experts, and `torch._scaled_mm`
-(row-wise fp8, [pairs, K] x [K, 2I]: the same FLOPs as a dense library GEMM). CUDA graphs of 10 launches after
-3 warm-ups, median of 20 replays, no L2 flush. --layer: at M >= 1024, the previous layer (`kernels.fused_moe`,
-its tuned configs), the shipped bf16 layer (`fused_moe_fused`, its tuned files) and the fp8 layer (GEMM1 at this
-run's best fp8 config, GEMM2 at the best of GEMM2_TILES timed alone), each checked against its float32
-reference. Writes OUT/moe_fp8.json and prints a short table last.
+w1 quantised once per case and scheme (`kernels.fused_moe_fp8`: "block" 128 x 128, "channel" per row). Per
+case, in one process: the bf16 fused-il GEMM1 at its tuned config (the shipped kernel), `torch._scaled_mm`
+(row-wise fp8, [pairs, K] x [K, 2I]: the same FLOPs in a dense library GEMM); per scheme, the activation
+quantiser alone (checked bit for bit against the torch quantiser), the fp8 GEMM1 over the scheme's TILES (SMALL
+where experts get under 16 rows), each output poisoned with NaN and checked against the float32 GEMM over the
+values the fp8 operands stand for (relative error < 1e-2; the error against the bf16 GEMM is recorded: what
+fp8 costs), then the best config timed with its quantiser in one graph (what a layer pays) and checked again
+under 2 hot experts. CUDA graphs of 10 launches after 3 warm-ups, median of 20 replays, no L2 flush. --layer:
+at M >= 1024, the previous layer (`kernels.fused_moe`, its tuned configs), the shipped bf16 layer
+(`fused_moe_fused`, its tuned files) and per scheme the fp8 layer (GEMM1 at this run's best config, GEMM2 at the
+best of GEMM2_TILES timed alone), each checked against its float32 reference (LAYER_TOLERANCE says why the
+channel layer's differs). Writes OUT/moe_fp8.json and prints a short table last.
 """
 
 from __future__ import annotations
@@ -60,6 +61,12 @@ GEMM2_TILES = {
                 "M64 N128 K128 G64 w4 s4", "M256 N128 K128 G16 w8 s3", "M128 N128 K64 G16 w4 s3"),
 }
 SCALINGS = ("block", "channel")
+# The fp8 layers' check against their float32 reference (over the values the fp8 operands stand for). The
+# channel scheme's K loop accumulates in the tensor core's fp8 accumulator (Triton's sm_90 default for fp8
+# dots, unpromoted over all of K), which the first H100 run measured at 1.1-1.6% off that reference at the
+# layer (GEMM1 alone 0.21-0.27%); the block scheme adds each 128-column product in float32 (0.42-0.45%).
+# Against the bf16 layer both are 6.3-6.6% off: the rounding to 3 mantissa bits, not the accumulation.
+LAYER_TOLERANCE = {"block": 1e-2, "channel": 2e-2}
 DRY_TILES = ("M16 N64 K64 G1 w4 s2", "M32 N32 K128 G2 w4 s2")
 # ANCHORS section 3: the engine's best bf16 GEMM1 time and the bf16 roofline floor (us), per GPU.
 ANCHORS = {
@@ -371,7 +378,7 @@ def run_layer(shape, m, gemm1_configs: dict, device, device_name, dry, timer) ->
     for variant, (fn, ref) in fns.items():
         out = fn()
         err = relative(out, ref)
-        row = {"rel_error": err, "us": round(timer(fn), 2) if err < 1e-2 else None}
+        row = {"rel_error": err, "us": round(timer(fn), 2) if err < LAYER_TOLERANCE.get(variant[4:], 1e-2) else None}
         if variant.startswith("fp8"):
             row["rel_error_vs_bf16"] = relative(out, ref_bf16)
         result["runs"][variant] = row

@@ -70,7 +70,7 @@ def _groups(scaling: str) -> tuple[int | None, int | None]:
     return SCALINGS[scaling]
 
 
-def quantize_rows(x: torch.Tensor, scaling: str = "block", block_rows: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_rows(x: torch.Tensor, scaling: str = "block") -> tuple[torch.Tensor, torch.Tensor]:
     """x [M, K] (bf16/fp16/fp32) -> (fp8 [M, K], float32 scales [M, groups]): each group of a row (128
     columns for "block", the whole row for "channel") scaled so that its largest magnitude maps to 448."""
     if x.dim() != 2:
@@ -81,8 +81,12 @@ def quantize_rows(x: torch.Tensor, scaling: str = "block", block_rows: int = 16)
     groups = triton.cdiv(k, group)
     q = torch.empty((m, k), dtype=FP8, device=x.device)
     scales = torch.empty((m, groups), dtype=torch.float32, device=x.device)
+    # A whole-row group is walked in chunks of up to 1024 columns, a row or two per program: 128-column
+    # chunks of 16 rows took 6-12 us at M = 1 on the H100 (64 dependent loads), against 2 us for blocks.
+    chunk = min(1024, triton.next_power_of_2(group))
+    block_rows = max(1, 2048 // chunk)
     quantize_rows_kernel[(triton.cdiv(m, block_rows), groups)](
-        x, q, scales, m, k, group, x.stride(0), q.stride(0), scales.stride(0), BLOCK_ROWS=block_rows, CHUNK=128)
+        x, q, scales, m, k, group, x.stride(0), q.stride(0), scales.stride(0), BLOCK_ROWS=block_rows, CHUNK=chunk)
     return q, scales
 
 
