@@ -34,7 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import moe_fusion  # noqa: E402
-from moe_fusion import parse_label, target_device  # noqa: E402
+from moe_fusion import target_device  # noqa: E402
+
+from ceilings.launch import Config  # noqa: E402
 
 CASES = (("mixtral-8x7b", 2, (1, 16, 256, 1024, 4096)), ("qwen2-57b-a14b", 2, (1, 256, 1024, 4096)),
          ("qwen3-30b-a3b", 4, (1, 256, 1024, 4096)))
@@ -102,9 +104,28 @@ def expected_rows(m, e, top_k) -> float:
     return m * top_k / e
 
 
-def case_configs(m, e, top_k, dry, scaling: str) -> list:
-    tiles = DRY_TILES if dry else (SMALL if expected_rows(m, e, top_k) < 16 else TILES[scaling])
-    return [parse_label(t) for t in tiles]
+def parse_label(label: str) -> Config:
+    """'M128 N256 K64 G32 w8 s3' (and extra knobs as NAME=V, e.g. QUANT_A=1) -> Config."""
+    parts = label.split()
+    extra = dict(p.split("=") for p in parts if "=" in p)
+    config = moe_fusion.parse_label(" ".join(p for p in parts if "=" not in p))
+    return config.replace(**{k: int(v) for k, v in extra.items()}) if extra else config
+
+
+def case_configs(m, e, top_k, dry, scaling: str, gemm: int = 1) -> list:
+    """The tiles timed for one case. Block GEMM1 also with QUANT_A=1 (A quantised in the K loop, no quantiser
+    launch): every small tile (few rows per expert, where that launch is a large share) and the three
+    64 x 128 ones at larger M (where each N block quantising A again costs more)."""
+    small = expected_rows(m, e, top_k) < 16
+    if dry:
+        return [parse_label(t) for t in DRY_TILES]
+    if gemm == 2:
+        return [parse_label(t) for t in (SMALL if small else GEMM2_TILES[scaling])]
+    configs = [parse_label(t) for t in (SMALL if small else TILES[scaling])]
+    if scaling == "block":
+        in_loop = [c for c in configs if c["BLOCK_SIZE_K"] == 128][:None if small else 3]
+        configs += [c.replace(QUANT_A=1) for c in in_loop]
+    return configs
 
 
 def floors(e, top_k, h, inter, m, gpu: str) -> tuple[float, float]:
@@ -160,7 +181,8 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str) -> tuple[
         dev = "cuda"
         k, rows_b = (h, 2 * inter) if gated else (inter, h)
         n_out = inter if gated else h
-        a = torch.empty(16, 16, dtype=f8.FP8, device=dev)
+        quant_a = bool(config.get("QUANT_A"))
+        a = torch.empty(16, 16, dtype=torch.bfloat16 if quant_a else f8.FP8, device=dev)
         w = torch.empty(1, 128, 16, dtype=f8.FP8, device=dev)
         s = torch.empty(16, dtype=torch.float32, device=dev)
         c = torch.empty(16, 16, dtype=torch.bfloat16 if gated else torch.float32, device=dev)
@@ -176,8 +198,9 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str) -> tuple[
             a, s, w, desc, s, c, s, ids, ids, ids, n_out, k, em, m * top_k, top_k if gated else 1,
             1 if gated else top_k, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out, grid=(1,),
             GATED=gated, ACCUMULATE=not gated, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
-            B_TMA=True, BLOCK_SCALED=block, compute_type=fm._TL_DTYPES[torch.bfloat16],
-            num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
+            B_TMA=True, BLOCK_SCALED=block, QUANT_A=quant_a, compute_type=fm._TL_DTYPES[torch.bfloat16],
+            num_warps=config.num_warps, num_stages=config.num_stages,
+            **{k: v for k, v in config.params.items() if k != "QUANT_A"})
         return True, ""
     except Exception as exc:  # a config that does not compile is a result, not a crash
         return False, f"{type(exc).__name__}: {' '.join(str(exc).split())[:240]}"
@@ -221,7 +244,7 @@ class Gemm1Case:
         self.ref_bf16 = g1.reference(hidden, w1, self.ids)
         self.w1_il = interleave_gate_up(w1)
         del w1, w1_q
-        self.e, self.top_k, self.inter = e, top_k, inter
+        self.e, self.top_k, self.inter, self.m = e, top_k, inter, m
         self.out = torch.empty(m * top_k, inter, dtype=torch.bfloat16, device=device)
         self._align = {}
 
@@ -233,9 +256,14 @@ class Gemm1Case:
         return self._align[block]
 
     def fp8_runner(self, config, with_quant: bool = False):
+        """GEMM1 on A quantised beforehand, or (with_quant) with its quantiser: a launch before it, or in the K
+        loop for QUANT_A=1 (the same function either way)."""
         from kernels import fused_moe_fp8 as f8
 
         align = self.aligned(config["BLOCK_SIZE_M"])
+        if config.get("QUANT_A"):
+            return lambda: f8.invoke_fp8_gemm(self.a, None, self.w1_il_q, self.w1_scales, self.out, self.weights,
+                                              *align, top_k=self.top_k, config=config, gated=True)
         if not with_quant:
             return lambda: f8.invoke_fp8_gemm(self.a_q, self.a_s, self.w1_il_q, self.w1_scales, self.out, self.weights,
                                               *align, top_k=self.top_k, config=config, gated=True,
@@ -293,37 +321,137 @@ def run_gemm1(shape, m, failed, device, device_name, dry, deadline, timer) -> di
         part = result["scalings"][scaling] = {"quant_mismatches": case.quant_mismatch, "rows": []}
         if not dry:
             part["quant_us"] = round(timer(lambda c=case, sc=scaling: f8.quantize_rows(c.a, sc)), 2)
-        for config in case_configs(m, e, top_k, dry, scaling):
-            row = {"config": config.label()}
-            why = failed.get((lab, config, True, scaling))
-            if why or time.monotonic() > deadline:
-                part["rows"].append({**row, "status": "compile failed" if why else "deadline", "why": why or ""})
-                continue
-            try:
-                run = case.fp8_runner(config)
-                err = _checked(case, run, case.ref)
-                if not err < 1e-2:
-                    part["rows"].append({**row, "status": "wrong", "rel_error": err})
-                else:
-                    part["rows"].append({**row, "status": "ok", "rel_error": err,
-                                         "rel_error_vs_bf16": relative(case.out, case.ref_bf16),
-                                         "us": round(timer(run), 2)})
-            except Exception as exc:  # a launch failure is recorded, not fatal
-                part["rows"].append({**row, "status": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]})
-            print("gemm1:", lab, m, scaling, json.dumps(part["rows"][-1]), flush=True)
+        part["rows"] = time_configs(case, case_configs(m, e, top_k, dry, scaling), failed, lab, deadline, timer)
         ok = [r for r in part["rows"] if r["status"] == "ok"]
         if ok:
             best = min(ok, key=lambda r: r["us"])
             config = parse_label(best["config"])
-            run = case.fp8_runner(config, with_quant=True)
-            part["best"] = {"config": best["config"], "gemm_us": best["us"], "rel_error_vs_bf16":
-                            best["rel_error_vs_bf16"], "rel_error": _checked(case, run, case.ref),
-                            "with_quant_us": round(timer(run), 2)}
+            part["best"] = {"config": best["config"], "gemm_us": best["gemm_us"], "with_quant_us": best["us"],
+                            "rel_error_vs_bf16": best["rel_error_vs_bf16"], "rel_error": best["rel_error"]}
             del case
             hot = Gemm1Case(e, top_k, h, inter, m, device, scaling, seed=1, hot=2)
             part["best"]["hot_rel_error"] = _checked(hot, hot.fp8_runner(config, with_quant=True), hot.ref)
             del hot
     return result
+
+
+def time_configs(case, configs, failed, lab, deadline, timer, alone: bool = True) -> list[dict]:
+    """Each config of GEMM1 checked (output poisoned, against the float32 reference, < 1e-2) and timed with its
+    quantiser (a separate launch, or in the K loop with QUANT_A=1): the time a layer pays; and (alone) without
+    the separate quantiser."""
+    rows = []
+    for config in configs:
+        row = {"config": config.label()}
+        why = failed.get((lab, config, True, case.scaling))
+        if why or time.monotonic() > deadline:
+            rows.append({**row, "status": "compile failed" if why else "deadline", "why": why or ""})
+            continue
+        try:
+            run = case.fp8_runner(config, with_quant=True)
+            err = _checked(case, run, case.ref)
+            if not err < 1e-2:
+                rows.append({**row, "status": "wrong", "rel_error": err})
+            else:
+                rows.append({**row, "status": "ok", "rel_error": err,
+                             "rel_error_vs_bf16": relative(case.out, case.ref_bf16), "us": round(timer(run), 2),
+                             "gemm_us": round(timer(case.fp8_runner(config)), 2)
+                             if alone and not config.get("QUANT_A") else None})
+        except Exception as exc:  # a launch failure is recorded, not fatal
+            rows.append({**row, "status": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]})
+        print("gemm1:", lab, case.m, case.scaling, json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def time_gemm2(e, top_k, h, inter, m, ids, weights, scaling, configs, failed, lab, deadline, timer, device) -> list:
+    """GEMM2 (router weight and top-k sum fused, float32 out zeroed each call) per config on a random activation,
+    checked against its float32 reference (< 1e-2) and timed with the zeroing."""
+    import torch
+
+    from kernels import fused_moe as fm
+    from kernels import fused_moe_fp8 as f8
+    from kernels.moe_align import moe_align_triton
+
+    gen = torch.Generator(device=device).manual_seed(7)
+    act = torch.randn(m * top_k, inter, device=device, generator=gen).to(torch.bfloat16)
+    w2 = (torch.randn(e, h, inter, device=device, generator=gen) / math.sqrt(inter)).to(torch.bfloat16)
+    act_q, act_s = f8.quantize_rows(act, scaling)
+    w2_q, w2_s = f8.quantize_weights(w2, scaling)
+    rows = fm.fused_moe_gemm_reference(f8.dequantize_rows(act_q, act_s), f8.dequantize_weights(w2_q, w2_s), ids, 1,
+                                       weights)
+    ref = rows.view(m, top_k, -1).sum(dim=1)
+    out = torch.zeros((m, h), dtype=torch.float32, device=device)
+    results = []
+    for config in configs:
+        row = {"config": config.label()}
+        why = failed.get((lab, config, False, scaling))
+        if why or time.monotonic() > deadline:
+            results.append({**row, "status": "compile failed" if why else "deadline", "why": why or ""})
+            continue
+        align = moe_align_triton(ids, (config["BLOCK_SIZE_M"],), e)[0]
+
+        def run(c=config, a=align):
+            out.zero_()
+            f8.invoke_fp8_gemm(act_q, act_s, w2_q, w2_s, out, weights, *a, top_k=top_k, config=c, gated=False,
+                               scaling=scaling)
+        try:
+            run()
+            err = relative(out, ref)
+            results.append({**row, "status": "ok", "rel_error": err, "us": round(timer(run), 2)} if err < 1e-2
+                           else {**row, "status": "wrong", "rel_error": err})
+        except Exception as exc:  # a launch failure is recorded, not fatal
+            results.append({**row, "status": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]})
+    return results
+
+
+def tune(shapes, ms, failed, device, device_name, dry, deadline, timer) -> list[dict]:
+    """Both GEMMs of the fp8 layer per shape, scaling scheme and token count: every candidate checked and timed
+    (GEMM1 with its quantiser); `--write-from` turns the fastest into config files."""
+    rows = []
+    for shape in shapes:
+        name, e, top_k, h, inter, _ = shape
+        lab = label(e, top_k, h, inter)
+        for scaling in SCALINGS:
+            for m in ms:
+                if time.monotonic() > deadline:
+                    rows.append({"case": name, "shape": lab, "m": m, "scaling": scaling, "status": "deadline"})
+                    continue
+                case = Gemm1Case(e, top_k, h, inter, m, device, scaling)
+                g1 = time_configs(case, case_configs(m, e, top_k, dry, scaling), failed, lab, deadline, timer,
+                                  alone=False)
+                g2 = time_gemm2(e, top_k, h, inter, m, case.ids, case.weights.float(), scaling,
+                                case_configs(m, e, top_k, dry, scaling, gemm=2), failed, lab, deadline, timer, device)
+                rows.append({"case": name, "shape": lab, "e": e, "inter": inter, "m": m, "scaling": scaling,
+                             "gemm1": g1, "gemm2": g2})
+                del case
+    return rows
+
+
+def write_from(path: Path) -> int:
+    """Config files (and side files of the measured times) from a `--tune` run's JSON."""
+    from kernels import fused_moe_fp8 as f8
+    from kernels import moe_configs
+
+    doc = json.loads(path.read_text())
+    tables: dict = {}
+    for r in doc["tune"]:
+        for gemm in (1, 2):
+            ok = [x for x in r.get(f"gemm{gemm}", []) if x["status"] == "ok"]
+            if ok:
+                best = min(ok, key=lambda x: x["us"])
+                key = (r["e"], r["inter"], r["scaling"], gemm)
+                tables.setdefault(key, {})[r["m"]] = moe_configs.MeasuredEntry(parse_label(best["config"]),
+                                                                                best["us"], len(ok))
+    source = {1: "benchmarks/moe_fp8.py --tune: fp8 GEMM1 (SiLU-and-mul fused, interleaved w1) with its activation "
+                 "quantiser, CUDA graph median",
+              2: "benchmarks/moe_fp8.py --tune: fp8 GEMM2 (router weight and top-k sum fused, float32 atomics) with "
+                 "its output zeroed, CUDA graph median"}
+    for (e, inter, scaling, gemm), measured in sorted(tables.items()):
+        target = f8.config_path(e, inter, doc["gpu"], scaling, gemm)
+        table = moe_configs.ConfigTable({m: entry.config for m, entry in measured.items()})
+        meta = moe_configs.ConfigMeta(doc["gpu"], doc.get("triton"), measured, source[gemm])
+        moe_configs.write_config_file(target, table, meta)
+        print("wrote", target.relative_to(Path.cwd()) if target.is_relative_to(Path.cwd()) else target)
+    return 0
 
 
 def relative(out, ref) -> float:
@@ -395,9 +523,14 @@ def main(argv=None) -> int:
     parser.add_argument("--deadline", type=float, default=1e9)
     parser.add_argument("--only", help="comma-separated case prefixes to keep, e.g. mixtral,qwen3")
     parser.add_argument("--ms", help="comma-separated token counts to keep")
+    parser.add_argument("--tune", action="store_true",
+                        help="tune both GEMMs per shape, scheme and the engines' token counts (OUT/moe_fp8_tune.json)")
+    parser.add_argument("--write-from", type=Path, help="a --tune JSON: write kernels/configs/fp8/ files from it")
     args = parser.parse_args(argv)
     if args.plan:
         return plan()
+    if args.write_from:
+        return write_from(args.write_from)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -416,14 +549,23 @@ def main(argv=None) -> int:
     keep = tuple(args.only.split(",")) if args.only else ("",)
     ms = {int(x) for x in args.ms.split(",")} if args.ms else None
     shapes = moe_fusion.shapes(dry, CASES, DRY_SHAPES)
-    cases = [(s, m) for s in shapes for m in s[5] if s[0].startswith(keep) and (ms is None or m in ms)]
+    shapes = [s for s in shapes if s[0].startswith(keep)]
+    if args.tune:
+        from kernels.moe_configs import ENGINE_M_KEYS
+
+        tune_ms = [m for m in ((37,) if dry else ENGINE_M_KEYS) if ms is None or m in ms]
+        cases = [(s, m) for s in shapes for m in tune_ms]
+    else:
+        cases = [(s, m) for s in shapes for m in s[5] if ms is None or m in ms]
     failed = {}
     if not dry:
         tasks = [(s[1], s[2], s[3], s[4], m, c, True, sc) for s, m in cases for sc in SCALINGS
                  for c in case_configs(m, s[1], s[2], dry, sc)]
-        if args.layer:
-            tasks += [(s[1], s[2], s[3], s[4], m, parse_label(t), False, sc) for s, m in cases if m >= 1024
-                      for sc in SCALINGS for t in GEMM2_TILES[sc]]
+        if args.layer or args.tune:
+            tasks += [(s[1], s[2], s[3], s[4], m, c, False, sc) for s, m in cases if args.tune or m >= 1024
+                      for sc in SCALINGS for c in case_configs(m, s[1], s[2], dry, sc, gemm=2)]
+        # One compile per kernel specialisation: the token count only sizes the grid.
+        tasks = list({(t[:4], t[5:]): t for t in tasks}.values())
         failed = compile_all(tasks, args.workers)
         print(f"compiled {len(set(tasks))} in {time.monotonic() - started:.0f} s; {len(failed)} failed", flush=True)
         for key, why in list(failed.items())[:6]:
@@ -440,6 +582,15 @@ def main(argv=None) -> int:
         (out / "moe_fp8.json").write_text(json.dumps(doc, indent=1) + "\n")
 
     deadline = started + args.deadline
+    if args.tune:
+        doc["tune"] = tune(shapes, tune_ms, failed, device, device_name, dry, deadline, timer)
+        (out / "moe_fp8_tune.json").write_text(json.dumps({**doc, "wall_s": round(time.monotonic() - started, 1)},
+                                                          indent=1) + "\n")
+        done = [r for r in doc["tune"] if "gemm1" in r]
+        print(f"tuned {len(done)} of {len(doc['tune'])} (shape, scheme, M); "
+              f"{sum(len(r['gemm1']) + len(r['gemm2']) for r in done)} configs timed; "
+              f"{sum(x['status'] != 'ok' for r in done for x in r['gemm1'] + r['gemm2'])} not ok")
+        return 0
     for s, m in cases:
         doc["gemm1"].append(run_gemm1(s, m, failed, device, device_name, dry, deadline, timer))
         save()

@@ -130,6 +130,43 @@ def test_gemm1_fp8_matches_reference(m, e, top_k, k, inter, tiles, kind, persist
     assert err < 1e-3, f"relative error {err:.2e} with {config.label()} (seed {seed})"
 
 
+@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
+@pytest.mark.parametrize("m, e, top_k, k, inter, bm, kind", [(1, 8, 2, 256, 32, 16, "uniform"),
+                                                             (37, 8, 2, 200, 96, 32, "hot")])
+def test_gemm1_quantising_a_in_the_k_loop_equals_the_separate_quantiser(m, e, top_k, k, inter, bm, kind, persistent):
+    """QUANT_A=1 (A in bf16, each 128-column group quantised as loaded) gives what `quantize_rows` then the
+    GEMM give: the same cast on either side, so it holds under the interpreter's cast too. K=200 leaves a
+    partial last group."""
+    seed, hidden, w1, w2, weights, ids = fp8_case(m, e, top_k, k, inter, kind)
+    fp8 = f8.Fp8Weights(w1, w2)
+    config = make_config(bm, 64, 128, 2)
+    align = moe_align_triton(ids, (bm,), e)[0]
+    outs = []
+    for quant_a in (False, True):
+        c = torch.full((m * top_k, inter), NAN, dtype=torch.float16)
+        a, a_s = (hidden, None) if quant_a else f8.quantize_rows(hidden)
+        f8.invoke_fp8_gemm(a, a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=top_k,
+                           config=config.replace(QUANT_A=int(quant_a)), gated=True, persistent=persistent)
+        outs.append(c)
+    assert not torch.isnan(outs[1]).any(), f"seed {seed}"
+    assert rel_error(outs[1], outs[0]) < 1e-6, f"seed {seed}"
+
+
+def test_quant_a_needs_block_scales_and_128_wide_k_steps():
+    gen, _ = fresh_generator()
+    fp8 = f8.Fp8Weights(torch.randn(2, 64, 128, generator=gen), torch.randn(2, 128, 32, generator=gen))
+    ids = torch.tensor([[0, 1]], dtype=torch.int32)
+    align = moe_align_triton(ids, (16,), 2)[0]
+    c = torch.empty((2, 32), dtype=torch.bfloat16)
+    a = torch.randn(1, 128, generator=gen).to(torch.bfloat16)
+    with pytest.raises(AdvisorError, match="QUANT_A=1 quantises one 128-column group per K step: it needs"):
+        f8.invoke_fp8_gemm(a, None, fp8.w1_il, fp8.w1_scales, c, torch.ones(1, 2), *align, top_k=2,
+                           config=make_config(16, 64, 64, 1).replace(QUANT_A=1), gated=True)
+    with pytest.raises(AdvisorError, match="use a config with QUANT_A=1"):
+        f8.invoke_fp8_gemm(a, None, fp8.w1_il, fp8.w1_scales, c, torch.ones(1, 2), *align, top_k=2,
+                           config=make_config(16, 64, 128, 1), gated=True)
+
+
 @SCALINGS
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", GEMM1_CASES[1:])
 def test_gemm2_fp8_accumulates_weighted_rows(m, e, top_k, k, inter, tiles, kind, scaling):
@@ -173,7 +210,7 @@ def test_bad_inputs_name_the_fix():
     with pytest.raises(AdvisorError, match="BLOCK_SIZE_K=256 .* use 32, 64 or 128"):
         f8.invoke_fp8_gemm(a_q, a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=2,
                            config=make_config(16, 64, 256, 1), gated=True)
-    with pytest.raises(AdvisorError, match="quantize with quantize_rows"):
+    with pytest.raises(AdvisorError, match="quantize with quantize_rows, or use a config with QUANT_A=1"):
         f8.invoke_fp8_gemm(a_q.float().to(torch.bfloat16), a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align,
                            top_k=2, config=make_config(16, 64, 64, 1), gated=True)
     with pytest.raises(AdvisorError, match=r"block scales here are .* \(quantize with scaling='block'\)"):
