@@ -499,14 +499,19 @@ def run_layer(shape, m, gemm1_configs: dict, device, device_name, dry, timer) ->
         timed = [r for r in rows if "us" in r]
         config2 = parse_label(min(timed, key=lambda r: r["us"])["config"]) if timed else gemm1_config
         result["configs"][scaling] = {"gemm1": gemm1_config.label(), "gemm2": config2.label()}
+        ref_fp8 = f8.layer_reference(hidden, fp8, weights, ids)
         fns[f"fp8_{scaling}"] = (lambda w=fp8, c1=gemm1_config, c2=config2: f8.fused_moe_fp8(hidden, w, weights, ids,
-                                                                                            c1, c2),
-                                 f8.layer_reference(hidden, fp8, weights, ids))
+                                                                                            c1, c2), ref_fp8)
+        # As shipped: no config given, so the layer reads the tuned files for this GPU (or the default rule).
+        (c1, src1), (c2, src2) = f8.layer_configs(m, e, inter, top_k, device_name, scaling)
+        result["configs"][scaling].update(files=[c1.label(), c2.label()], from_files=[src1, src2])
+        fns[f"fp8_{scaling}_files"] = (lambda w=fp8: f8.fused_moe_fp8(hidden, w, weights, ids), ref_fp8)
     result["runs"] = {}
     for variant, (fn, ref) in fns.items():
         out = fn()
         err = relative(out, ref)
-        row = {"rel_error": err, "us": round(timer(fn), 2) if err < LAYER_TOLERANCE.get(variant[4:], 1e-2) else None}
+        scheme = variant.split("_")[1] if variant.startswith("fp8") else None
+        row = {"rel_error": err, "us": round(timer(fn), 2) if err < LAYER_TOLERANCE.get(scheme, 1e-2) else None}
         if variant.startswith("fp8"):
             row["rel_error_vs_bf16"] = relative(out, ref_bf16)
         result["runs"][variant] = row
