@@ -105,7 +105,7 @@ def expected_rows(m, e, top_k) -> float:
 
 
 def parse_label(label: str) -> Config:
-    """'M128 N256 K64 G32 w8 s3' (and extra knobs as NAME=V, e.g. QUANT_A=1) -> Config."""
+    """'M128 N256 K64 G32 w8 s3' (and extra knobs as NAME=V) -> Config."""
     parts = label.split()
     extra = dict(p.split("=") for p in parts if "=" in p)
     config = moe_fusion.parse_label(" ".join(p for p in parts if "=" not in p))
@@ -113,19 +113,12 @@ def parse_label(label: str) -> Config:
 
 
 def case_configs(m, e, top_k, dry, scaling: str, gemm: int = 1) -> list:
-    """The tiles timed for one case. Block GEMM1 also with QUANT_A=1 (A quantised in the K loop, no quantiser
-    launch): every small tile (few rows per expert, where that launch is a large share) and the three
-    64 x 128 ones at larger M (where each N block quantising A again costs more)."""
+    """The tiles timed for one case (the tune run of 2026-11-24 also timed QUANT_A=1, A quantised in GEMM1's K
+    loop: 2.3-10x slower on every case, so the option was removed; benchmarks/data/h100_moe_fp8_tune.json)."""
     small = expected_rows(m, e, top_k) < 16
     if dry:
         return [parse_label(t) for t in DRY_TILES]
-    if gemm == 2:
-        return [parse_label(t) for t in (SMALL if small else GEMM2_TILES[scaling])]
-    configs = [parse_label(t) for t in (SMALL if small else TILES[scaling])]
-    if scaling == "block":
-        in_loop = [c for c in configs if c["BLOCK_SIZE_K"] == 128][:None if small else 3]
-        configs += [c.replace(QUANT_A=1) for c in in_loop]
-    return configs
+    return [parse_label(t) for t in (SMALL if small else (GEMM2_TILES if gemm == 2 else TILES)[scaling])]
 
 
 def floors(e, top_k, h, inter, m, gpu: str) -> tuple[float, float]:
@@ -181,8 +174,7 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str) -> tuple[
         dev = "cuda"
         k, rows_b = (h, 2 * inter) if gated else (inter, h)
         n_out = inter if gated else h
-        quant_a = bool(config.get("QUANT_A"))
-        a = torch.empty(16, 16, dtype=torch.bfloat16 if quant_a else f8.FP8, device=dev)
+        a = torch.empty(16, 16, dtype=f8.FP8, device=dev)
         w = torch.empty(1, 128, 16, dtype=f8.FP8, device=dev)
         s = torch.empty(16, dtype=torch.float32, device=dev)
         c = torch.empty(16, 16, dtype=torch.bfloat16 if gated else torch.float32, device=dev)
@@ -198,9 +190,8 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str) -> tuple[
             a, s, w, desc, s, c, s, ids, ids, ids, n_out, k, em, m * top_k, top_k if gated else 1,
             1 if gated else top_k, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out, grid=(1,),
             GATED=gated, ACCUMULATE=not gated, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
-            B_TMA=True, BLOCK_SCALED=block, QUANT_A=quant_a, compute_type=fm._TL_DTYPES[torch.bfloat16],
-            num_warps=config.num_warps, num_stages=config.num_stages,
-            **{k: v for k, v in config.params.items() if k != "QUANT_A"})
+            B_TMA=True, BLOCK_SCALED=block, compute_type=fm._TL_DTYPES[torch.bfloat16],
+            num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
         return True, ""
     except Exception as exc:  # a config that does not compile is a result, not a crash
         return False, f"{type(exc).__name__}: {' '.join(str(exc).split())[:240]}"
@@ -256,14 +247,10 @@ class Gemm1Case:
         return self._align[block]
 
     def fp8_runner(self, config, with_quant: bool = False):
-        """GEMM1 on A quantised beforehand, or (with_quant) with its quantiser: a launch before it, or in the K
-        loop for QUANT_A=1 (the same function either way)."""
+        """GEMM1 on A quantised beforehand, or (with_quant) with its quantiser launch before it."""
         from kernels import fused_moe_fp8 as f8
 
         align = self.aligned(config["BLOCK_SIZE_M"])
-        if config.get("QUANT_A"):
-            return lambda: f8.invoke_fp8_gemm(self.a, None, self.w1_il_q, self.w1_scales, self.out, self.weights,
-                                              *align, top_k=self.top_k, config=config, gated=True)
         if not with_quant:
             return lambda: f8.invoke_fp8_gemm(self.a_q, self.a_s, self.w1_il_q, self.w1_scales, self.out, self.weights,
                                               *align, top_k=self.top_k, config=config, gated=True,
@@ -321,6 +308,13 @@ def run_gemm1(shape, m, failed, device, device_name, dry, deadline, timer) -> di
         part = result["scalings"][scaling] = {"quant_mismatches": case.quant_mismatch, "rows": []}
         if not dry:
             part["quant_us"] = round(timer(lambda c=case, sc=scaling: f8.quantize_rows(c.a, sc)), 2)
+            # The quantiser with the GPU's approximate division: its time, and values off the torch quantiser's.
+            q_fast, s_fast = f8.quantize_rows(case.a, scaling, exact=False)
+            q_ref, s_ref = f8.quantize_rows_reference(case.a, scaling)
+            fast_us = timer(lambda c=case, sc=scaling: f8.quantize_rows(c.a, sc, False))
+            part["quant_fast_div"] = {"us": round(fast_us, 2),
+                                      "mismatches": int((q_fast.float() != q_ref.float()).sum())
+                                      + int((s_fast != s_ref).sum())}
         part["rows"] = time_configs(case, case_configs(m, e, top_k, dry, scaling), failed, lab, deadline, timer)
         ok = [r for r in part["rows"] if r["status"] == "ok"]
         if ok:
@@ -337,8 +331,7 @@ def run_gemm1(shape, m, failed, device, device_name, dry, deadline, timer) -> di
 
 def time_configs(case, configs, failed, lab, deadline, timer, alone: bool = True) -> list[dict]:
     """Each config of GEMM1 checked (output poisoned, against the float32 reference, < 1e-2) and timed with its
-    quantiser (a separate launch, or in the K loop with QUANT_A=1): the time a layer pays; and (alone) without
-    the separate quantiser."""
+    quantiser launch before it: the time a layer pays; and (alone) without it."""
     rows = []
     for config in configs:
         row = {"config": config.label()}
@@ -354,8 +347,7 @@ def time_configs(case, configs, failed, lab, deadline, timer, alone: bool = True
             else:
                 rows.append({**row, "status": "ok", "rel_error": err,
                              "rel_error_vs_bf16": relative(case.out, case.ref_bf16), "us": round(timer(run), 2),
-                             "gemm_us": round(timer(case.fp8_runner(config)), 2)
-                             if alone and not config.get("QUANT_A") else None})
+                             "gemm_us": round(timer(case.fp8_runner(config)), 2) if alone else None})
         except Exception as exc:  # a launch failure is recorded, not fatal
             rows.append({**row, "status": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]})
         print("gemm1:", lab, case.m, case.scaling, json.dumps(rows[-1]), flush=True)

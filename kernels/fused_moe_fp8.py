@@ -42,7 +42,7 @@ _MIN_AMAX = 1e-12  # an all-zero group gets a tiny scale instead of a division b
 
 @triton.jit
 def quantize_rows_kernel(x_ptr, q_ptr, s_ptr, M, K, group, stride_xm, stride_qm, stride_sm,
-                         BLOCK_ROWS: tl.constexpr, CHUNK: tl.constexpr):
+                         BLOCK_ROWS: tl.constexpr, CHUNK: tl.constexpr, EXACT_DIV: tl.constexpr):
     # One program: BLOCK_ROWS rows x one group of `group` columns -> fp8 values and one scale per row.
     # Two passes over the group in CHUNK columns: its largest magnitude, then the scaled values.
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
@@ -61,9 +61,12 @@ def quantize_rows_kernel(x_ptr, q_ptr, s_ptr, M, K, group, stride_xm, stride_qm,
         cols = c + tl.arange(0, CHUNK)
         mask = (rows[:, None] < M) & (cols[None, :] < end)
         x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        # IEEE division: the default `/` is approximate on the GPU, which moved 1-2 values per case one
-        # e4m3 step off the torch quantiser's (RESULTS 40, run 3).
-        q = tl.math.div_rn(x, tl.broadcast_to(scale[:, None], x.shape))
+        # EXACT_DIV: IEEE division, as torch divides; `/` is approximate on the GPU (RESULTS 40, run 3: 1-2
+        # values per case one e4m3 step off the torch quantiser's).
+        if EXACT_DIV:
+            q = tl.math.div_rn(x, tl.broadcast_to(scale[:, None], x.shape))
+        else:
+            q = x / scale[:, None]
         tl.store(q_rows + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
     tl.store(s_ptr + rows * stride_sm + tl.program_id(1), scale, mask=rows < M)
 
@@ -75,7 +78,7 @@ def _groups(scaling: str) -> tuple[int | None, int | None]:
     return SCALINGS[scaling]
 
 
-def quantize_rows(x: torch.Tensor, scaling: str = "block") -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_rows(x: torch.Tensor, scaling: str = "block", exact: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """x [M, K] (bf16/fp16/fp32) -> (fp8 [M, K], float32 scales [M, groups]): each group of a row (128
     columns for "block", the whole row for "channel") scaled so that its largest magnitude maps to 448."""
     if x.dim() != 2:
@@ -91,7 +94,8 @@ def quantize_rows(x: torch.Tensor, scaling: str = "block") -> tuple[torch.Tensor
     chunk = min(1024, triton.next_power_of_2(group))
     block_rows = max(1, 2048 // chunk)
     quantize_rows_kernel[(triton.cdiv(m, block_rows), groups)](
-        x, q, scales, m, k, group, x.stride(0), q.stride(0), scales.stride(0), BLOCK_ROWS=block_rows, CHUNK=chunk)
+        x, q, scales, m, k, group, x.stride(0), q.stride(0), scales.stride(0), BLOCK_ROWS=block_rows, CHUNK=chunk,
+        EXACT_DIV=exact)
     return q, scales
 
 
@@ -154,7 +158,7 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
               stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
               BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
               GATED: tl.constexpr, ACCUMULATE: tl.constexpr, EVEN_K: tl.constexpr, B_TMA: tl.constexpr,
-              BLOCK_SCALED: tl.constexpr, QUANT_A: tl.constexpr, compute_type: tl.constexpr):
+              BLOCK_SCALED: tl.constexpr, compute_type: tl.constexpr):
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     pair = tl.load(sorted_token_ids_ptr + offs_m)
@@ -185,12 +189,6 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
             a = tl.load(a_ptrs, mask=token_mask[:, None], other=0.0)
         else:
             a = tl.load(a_ptrs, mask=token_mask[:, None] & (offs_k[None, :] < K - k * BLOCK_SIZE_K), other=0.0)
-        if QUANT_A:
-            # A comes in bf16/fp16 and each step is one 128-column group: quantised here, as `quantize_rows`
-            # does, instead of by a launch of its own before (each N block quantises its rows again).
-            a32 = a.to(tl.float32)
-            a_s = tl.maximum(tl.max(tl.abs(a32), axis=1), 1e-12) / 448.0
-            a = tl.math.div_rn(a32, tl.broadcast_to(a_s[:, None], a32.shape)).to(tl.float8e4nv)
         if B_TMA:
             b = b_desc.load([b_row, k * BLOCK_SIZE_K]).T
         elif EVEN_K:
@@ -201,8 +199,7 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
             # BLOCK_SIZE_K divides the 128-column group, so one scale per row covers the whole step. The
             # step's product is a second accumulator-sized tile: twice the registers of a bf16 tile.
             group = (k * BLOCK_SIZE_K) // 128
-            if not QUANT_A:
-                a_s = tl.load(a_scale_ptrs + group, mask=token_mask, other=0.0)
+            a_s = tl.load(a_scale_ptrs + group, mask=token_mask, other=0.0)
             b_s = tl.load(b_scale_ptrs + group)
             acc += tl.dot(a, b) * (a_s[:, None] * b_s[None, :])
         else:
@@ -242,8 +239,7 @@ def fused_moe_fp8_kernel(
     stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr, GATED: tl.constexpr, ACCUMULATE: tl.constexpr, PERSISTENT: tl.constexpr,
-    EVEN_K: tl.constexpr, B_TMA: tl.constexpr, BLOCK_SCALED: tl.constexpr, QUANT_A: tl.constexpr,
-    compute_type: tl.constexpr,
+    EVEN_K: tl.constexpr, B_TMA: tl.constexpr, BLOCK_SCALED: tl.constexpr, compute_type: tl.constexpr,
 ):
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
     num_pid_n = tl.cdiv(N, BN_OUT)
@@ -256,7 +252,7 @@ def fused_moe_fp8_kernel(
                       expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                       stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
                       BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, BLOCK_SCALED,
-                      QUANT_A, compute_type)
+                      compute_type)
     else:
         pid_m, pid_n = ff._tile_coords(tl.program_id(0), tl.cdiv(EM, BLOCK_SIZE_M), num_pid_n, GROUP_SIZE_M)
         if pid_m * BLOCK_SIZE_M < num_tokens_post_padded:
@@ -264,7 +260,7 @@ def fused_moe_fp8_kernel(
                       expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                       stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
                       BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, BLOCK_SCALED,
-                      QUANT_A, compute_type)
+                      compute_type)
 
 
 def check_config(config: Config, gated: bool, scaling: str = "block") -> None:
@@ -288,22 +284,10 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
     gated (GEMM1): a_q [M, K] hidden, w_q = interleave_fp8(w1_q) [E, 2I, K] with w1's scales, c [M * top_k, I]
     bf16/fp16 = silu(gate) * up. Else (GEMM2): a_q [M * top_k, K] activation, w_q [E, H, K], c [M, H] float32
     zeroed by the caller; c[t] += weight[t, k] * a[t * top_k + k] @ w[expert]^T.
-    A config with QUANT_A=1 (block scaling, BLOCK_SIZE_K=128) takes A in bf16/fp16 and a_scales None: the
-    kernel quantises each 128-column group as it loads it.
     """
-    quant_a = bool(config.get("QUANT_A", 0))
-    if quant_a:
-        if scaling != "block" or config["BLOCK_SIZE_K"] != SCALE_BLOCK:
-            raise AdvisorError(f"QUANT_A=1 quantises one 128-column group per K step: it needs scaling='block' and "
-                               f"BLOCK_SIZE_K=128 (got {scaling!r}, {config['BLOCK_SIZE_K']})")
-        if a_q.dtype not in fm._TL_DTYPES or a_scales is not None:
-            raise AdvisorError(f"with QUANT_A=1, A is the bf16/fp16 activation and a_scales None; got A {a_q.dtype}")
-        a_scales = w_scales.new_empty((a_q.shape[0], triton.cdiv(a_q.shape[1], SCALE_BLOCK)))  # not read
-    elif a_q.dtype != FP8:
-        raise AdvisorError(f"the fp8 GEMM takes {FP8} A; got A {a_q.dtype} (quantize with quantize_rows, or "
-                           "use a config with QUANT_A=1 for block scales)")
-    if w_q.dtype != FP8:
-        raise AdvisorError(f"the fp8 GEMM takes {FP8} W; got W {w_q.dtype} (quantize with quantize_weights)")
+    if a_q.dtype != FP8 or w_q.dtype != FP8:
+        raise AdvisorError(f"the fp8 GEMM takes {FP8} A and W; got A {a_q.dtype}, W {w_q.dtype} "
+                           "(quantize with quantize_rows / quantize_weights)")
     if a_q.shape[1] != w_q.shape[2]:
         raise AdvisorError(f"A has K={a_q.shape[1]} but W is {tuple(w_q.shape)} ([E, N, K]); hidden sizes differ")
     e, rows_b, k = w_q.shape
@@ -341,9 +325,8 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
         a_q.stride(0), a_scales.stride(0), w_q.stride(0), w_q.stride(1), w_scales.stride(0), w_scales.stride(1),
         c.stride(0),
         GATED=gated, ACCUMULATE=not gated, PERSISTENT=persistent, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
-        B_TMA=b_tma, BLOCK_SCALED=scaling == "block", QUANT_A=quant_a,
-        compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16), num_warps=config.num_warps,
-        num_stages=config.num_stages, **{k: v for k, v in config.params.items() if k != "QUANT_A"},
+        B_TMA=b_tma, BLOCK_SCALED=scaling == "block", compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
+        num_warps=config.num_warps, num_stages=config.num_stages, **config.params,
     )
     return c
 
@@ -393,10 +376,10 @@ def layer_configs(m: int, num_experts: int, inter: int, top_k: int, device_name:
 
 
 def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: Config | None = None,
-                  config2: Config | None = None, persistent: bool = False, b_tma: bool | None = None) -> torch.Tensor:
-    """The layer in fp8: quantise hidden (or, with QUANT_A=1 in GEMM1's config, let GEMM1 do it), align, GEMM1
-    (SiLU-and-mul fused) -> bf16 activation, quantise it, GEMM2 with the weighted top-k sum fused into float32,
-    cast to hidden's dtype. config None: `layer_configs` for this GPU; config2 None: the tuned GEMM2 config
+                  config2: Config | None = None, persistent: bool = False, b_tma: bool | None = None
+                  ) -> torch.Tensor:
+    """The layer in fp8: quantise hidden, align, GEMM1 (SiLU-and-mul fused) -> bf16 activation, quantise it,
+    GEMM2 with the weighted top-k sum fused into float32, cast to hidden's dtype. config None: `layer_configs` for this GPU; config2 None: the tuned GEMM2 config
     when config is None too, else config."""
     from kernels.moe_align import moe_align_triton  # late: kernels.moe_align imports kernels.fused_moe
 
@@ -413,11 +396,9 @@ def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: C
                                                  weights.scaling)
         config2 = config2 or tuned2
     config2 = config2 or config
-    if config2.get("QUANT_A"):
-        raise AdvisorError("QUANT_A=1 is for GEMM1 (its A is the bf16 hidden); GEMM2 reads the quantised activation")
     topk_weights = topk_weights.to(torch.float32).contiguous()
     aligned = moe_align_triton(topk_ids, (config["BLOCK_SIZE_M"], config2["BLOCK_SIZE_M"]), weights.num_experts)
-    a_q, a_s = (hidden, None) if config.get("QUANT_A") else quantize_rows(hidden, weights.scaling)
+    a_q, a_s = quantize_rows(hidden, weights.scaling)
     act = torch.empty((m * top_k, weights.two_i // 2), dtype=hidden.dtype, device=hidden.device)
     invoke_fp8_gemm(a_q, a_s, weights.w1_il, weights.w1_scales, act, topk_weights, *aligned[0], top_k=top_k,
                     config=config, gated=True, persistent=persistent, b_tma=b_tma, scaling=weights.scaling)

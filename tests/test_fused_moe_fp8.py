@@ -41,11 +41,12 @@ def test_row_quantiser_reference_scales_each_128_columns_to_448():
     assert bool((err <= x.float().abs() / 16 + s.repeat_interleave(128, 1)[:, :300] * 2 ** -9).all()), f"seed {seed}"
 
 
+@pytest.mark.parametrize("exact", [True, False], ids=["ieee-div", "fast-div"])
 @pytest.mark.parametrize("scaling", ["block", "channel"])
-def test_triton_row_quantiser_matches_the_reference(scaling):
+def test_triton_row_quantiser_matches_the_reference(scaling, exact):
     gen, seed = fresh_generator()
     x = torch.randn(37, 300, generator=gen).to(torch.bfloat16)
-    q, s = f8.quantize_rows(x, scaling)
+    q, s = f8.quantize_rows(x, scaling, exact)
     q_ref, s_ref = f8.quantize_rows_reference(x, scaling)
     assert torch.allclose(s, s_ref, rtol=1e-6, atol=0), f"seed {seed}"
     got, want = q.float(), q_ref.float()
@@ -56,8 +57,11 @@ def test_triton_row_quantiser_matches_the_reference(scaling):
         step = torch.exp2(torch.floor(torch.log2(want.abs().clamp_min(2 ** -6))) - 3)
         assert bool(((got - want).abs() <= step).logical_or(got * 2 == want).all()), f"seed {seed}"
         assert differ.float().mean() < 0.1, f"seed {seed}"
-    else:
+    elif exact:
         assert not differ.any(), f"seed {seed}"
+    else:  # an approximate quotient can land across a rounding boundary: one e4m3 step, rarely
+        step = torch.exp2(torch.floor(torch.log2(want[differ].abs().clamp_min(2 ** -6))) - 3)
+        assert bool(((got[differ] - want[differ]).abs() <= step).all()) and differ.float().mean() < 1e-3
 
 
 def test_weight_blocks_round_trip_and_interleave_keeps_scales_in_w1_order():
@@ -130,43 +134,6 @@ def test_gemm1_fp8_matches_reference(m, e, top_k, k, inter, tiles, kind, persist
     assert err < 1e-3, f"relative error {err:.2e} with {config.label()} (seed {seed})"
 
 
-@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
-@pytest.mark.parametrize("m, e, top_k, k, inter, bm, kind", [(1, 8, 2, 256, 32, 16, "uniform"),
-                                                             (37, 8, 2, 200, 96, 32, "hot")])
-def test_gemm1_quantising_a_in_the_k_loop_equals_the_separate_quantiser(m, e, top_k, k, inter, bm, kind, persistent):
-    """QUANT_A=1 (A in bf16, each 128-column group quantised as loaded) gives what `quantize_rows` then the
-    GEMM give: the same cast on either side, so it holds under the interpreter's cast too. K=200 leaves a
-    partial last group."""
-    seed, hidden, w1, w2, weights, ids = fp8_case(m, e, top_k, k, inter, kind)
-    fp8 = f8.Fp8Weights(w1, w2)
-    config = make_config(bm, 64, 128, 2)
-    align = moe_align_triton(ids, (bm,), e)[0]
-    outs = []
-    for quant_a in (False, True):
-        c = torch.full((m * top_k, inter), NAN, dtype=torch.float16)
-        a, a_s = (hidden, None) if quant_a else f8.quantize_rows(hidden)
-        f8.invoke_fp8_gemm(a, a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=top_k,
-                           config=config.replace(QUANT_A=int(quant_a)), gated=True, persistent=persistent)
-        outs.append(c)
-    assert not torch.isnan(outs[1]).any(), f"seed {seed}"
-    assert rel_error(outs[1], outs[0]) < 1e-6, f"seed {seed}"
-
-
-def test_quant_a_needs_block_scales_and_128_wide_k_steps():
-    gen, _ = fresh_generator()
-    fp8 = f8.Fp8Weights(torch.randn(2, 64, 128, generator=gen), torch.randn(2, 128, 32, generator=gen))
-    ids = torch.tensor([[0, 1]], dtype=torch.int32)
-    align = moe_align_triton(ids, (16,), 2)[0]
-    c = torch.empty((2, 32), dtype=torch.bfloat16)
-    a = torch.randn(1, 128, generator=gen).to(torch.bfloat16)
-    with pytest.raises(AdvisorError, match="QUANT_A=1 quantises one 128-column group per K step: it needs"):
-        f8.invoke_fp8_gemm(a, None, fp8.w1_il, fp8.w1_scales, c, torch.ones(1, 2), *align, top_k=2,
-                           config=make_config(16, 64, 64, 1).replace(QUANT_A=1), gated=True)
-    with pytest.raises(AdvisorError, match="use a config with QUANT_A=1"):
-        f8.invoke_fp8_gemm(a, None, fp8.w1_il, fp8.w1_scales, c, torch.ones(1, 2), *align, top_k=2,
-                           config=make_config(16, 64, 128, 1), gated=True)
-
-
 @SCALINGS
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", GEMM1_CASES[1:])
 def test_gemm2_fp8_accumulates_weighted_rows(m, e, top_k, k, inter, tiles, kind, scaling):
@@ -210,7 +177,7 @@ def test_bad_inputs_name_the_fix():
     with pytest.raises(AdvisorError, match="BLOCK_SIZE_K=256 .* use 32, 64 or 128"):
         f8.invoke_fp8_gemm(a_q, a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=2,
                            config=make_config(16, 64, 256, 1), gated=True)
-    with pytest.raises(AdvisorError, match="quantize with quantize_rows, or use a config with QUANT_A=1"):
+    with pytest.raises(AdvisorError, match="quantize with quantize_rows"):
         f8.invoke_fp8_gemm(a_q.float().to(torch.bfloat16), a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align,
                            top_k=2, config=make_config(16, 64, 64, 1), gated=True)
     with pytest.raises(AdvisorError, match=r"block scales here are .* \(quantize with scaling='block'\)"):
