@@ -379,8 +379,8 @@ def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: C
                   config2: Config | None = None, persistent: bool = False, b_tma: bool | None = None
                   ) -> torch.Tensor:
     """The layer in fp8: quantise hidden, align, GEMM1 (SiLU-and-mul fused) -> bf16 activation, quantise it,
-    GEMM2 with the weighted top-k sum fused into float32, cast to hidden's dtype. config None: `layer_configs` for this GPU; config2 None: the tuned GEMM2 config
-    when config is None too, else config."""
+    GEMM2 with the weighted top-k sum fused into float32, cast to hidden's dtype. config None: `layer_configs`
+    for this GPU; config2 None: the tuned GEMM2 config when config is None too, else config."""
     from kernels.moe_align import moe_align_triton  # late: kernels.moe_align imports kernels.fused_moe
 
     if hidden.dim() != 2 or hidden.shape[1] != weights.hidden:
