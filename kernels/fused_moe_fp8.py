@@ -61,8 +61,7 @@ def quantize_rows_kernel(x_ptr, q_ptr, s_ptr, M, K, group, stride_xm, stride_qm,
         cols = c + tl.arange(0, CHUNK)
         mask = (rows[:, None] < M) & (cols[None, :] < end)
         x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        # EXACT_DIV: IEEE division, as torch divides; `/` is approximate on the GPU (RESULTS 40, run 3: 1-2
-        # values per case one e4m3 step off the torch quantiser's).
+        # EXACT_DIV: IEEE division, as torch divides (a called routine); `/` is the GPU's approximate one.
         if EXACT_DIV:
             q = tl.math.div_rn(x, tl.broadcast_to(scale[:, None], x.shape))
         else:
@@ -78,9 +77,12 @@ def _groups(scaling: str) -> tuple[int | None, int | None]:
     return SCALINGS[scaling]
 
 
-def quantize_rows(x: torch.Tensor, scaling: str = "block", exact: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_rows(x: torch.Tensor, scaling: str = "block", exact: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """x [M, K] (bf16/fp16/fp32) -> (fp8 [M, K], float32 scales [M, groups]): each group of a row (128
-    columns for "block", the whole row for "channel") scaled so that its largest magnitude maps to 448."""
+    columns for "block", the whole row for "channel") scaled so that its largest magnitude maps to 448.
+    exact: IEEE division, bit for bit what `quantize_rows_reference` gives; the default, the GPU's fast
+    division, put 0-2 values per case one e4m3 step off it and took 1.0-1.9 us less at small M, up to 8.5 us
+    for the per-token scheme (RESULTS 40, H100 run 5)."""
     if x.dim() != 2:
         raise AdvisorError(f"quantize_rows takes a 2-D [M, K] tensor; got shape {tuple(x.shape)}")
     x = x if x.stride(1) == 1 else x.contiguous()
