@@ -27,16 +27,13 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import moe_fusion  # noqa: E402
-from moe_fusion import target_device  # noqa: E402
-
-from ceilings.launch import Config  # noqa: E402
+from moe_fusion import parse_label, target_device  # noqa: E402
 
 CASES = (("mixtral-8x7b", 2, (1, 16, 256, 1024, 4096)), ("qwen2-57b-a14b", 2, (1, 256, 1024, 4096)),
          ("qwen3-30b-a3b", 4, (1, 256, 1024, 4096)))
@@ -102,14 +99,6 @@ def gpu_key(name: str | None) -> str | None:
 
 def expected_rows(m, e, top_k) -> float:
     return m * top_k / e
-
-
-def parse_label(label: str) -> Config:
-    """'M128 N256 K64 G32 w8 s3' (and extra knobs as NAME=V) -> Config."""
-    parts = label.split()
-    extra = dict(p.split("=") for p in parts if "=" in p)
-    config = moe_fusion.parse_label(" ".join(p for p in parts if "=" not in p))
-    return config.replace(**{k: int(v) for k, v in extra.items()}) if extra else config
 
 
 def case_configs(m, e, top_k, dry, scaling: str, gemm: int = 1) -> list:
@@ -198,17 +187,9 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str) -> tuple[
 
 
 def compile_all(tasks, workers: int) -> dict:
-    import multiprocessing as mp
-
-    failed = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(_compile, *task): task for task in dict.fromkeys(tasks)}
-        for future in as_completed(futures):
-            ok, why = future.result()
-            if not ok:
-                e, top_k, h, inter, _, config, gated, scaling = futures[future]
-                failed[(label(e, top_k, h, inter), config, gated, scaling)] = why
-    return failed
+    """{(shape label, config, gated, scaling): why} of the tasks whose compile failed."""
+    unique = {(label(*t[:4]), *t[5:]): t for t in tasks}
+    return moe_fusion.compile_in_workers(_compile, unique, workers)
 
 
 class Gemm1Case:

@@ -116,14 +116,20 @@ def _compile(spec: MoEGemmSpec, config: Config, variant: str) -> tuple[bool, str
 def compile_all(tasks, workers: int) -> dict:
     """Compile each (spec, config, variant) once per shape in spawned workers (the JIT's disk cache then
     serves the timing process)."""
-    import multiprocessing as mp
-
     unique = {}
     for spec, config, variant in tasks:
         unique.setdefault((spec.shape_label, config, variant), (spec, config, variant))
+    return compile_in_workers(_compile, unique, workers)
+
+
+def compile_in_workers(compile_one, unique: dict, workers: int) -> dict:
+    """Run `compile_one(*args)` -> (ok, why) for each {key: args} in spawned workers; {key: why} of the
+    failures. `compile_one` is a module-level function (the workers import it by name)."""
+    import multiprocessing as mp
+
     failed = {}
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(_compile, *task): key for key, task in unique.items()}
+        futures = {pool.submit(compile_one, *args): key for key, args in unique.items()}
         for future in as_completed(futures):
             ok, why = future.result()
             if not ok:

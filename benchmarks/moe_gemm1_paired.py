@@ -30,7 +30,6 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -147,20 +146,11 @@ def _compile(e, top_k, h, inter, m, config: Config, variant: str) -> tuple[bool,
 
 
 def compile_all(tasks, workers: int) -> dict:
-    import multiprocessing as mp
-
     unique = {}
     for shape, m, config, variant in tasks:
         _, e, top_k, h, inter, _ = shape
         unique.setdefault((label(e, top_k, h, inter), config, variant), (e, top_k, h, inter, m, config, variant))
-    failed = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(_compile, *task): key for key, task in unique.items()}
-        for future in as_completed(futures):
-            ok, why = future.result()
-            if not ok:
-                failed[futures[future]] = why
-    return failed
+    return moe_fusion.compile_in_workers(_compile, unique, workers)
 
 
 class Case:
