@@ -1,4 +1,4 @@
-"""fp8 (e4m3) w8a8 GEMMs of the fused-MoE layer (issue 16's fp8 candidate), two scaling schemes.
+"""fp8 (e4m3) GEMMs of the fused-MoE layer (issue 16's fp8 candidate): w8a8 or weight-only, two scaling schemes.
 
 "block" is the one DeepSeek-V3's checkpoints ship (ANCHORS section 1): each weight matrix [rows, K] has one
 float32 scale per 128 x 128 block, each activation row one per 128 columns (quantised on the fly,
@@ -14,6 +14,11 @@ tiles); two forms: GATED (GEMM1 on interleaved w1, SiLU-and-mul in the epilogue,
 (GEMM2, router weight and top-k sum fused by float32 atomics). Weight scales stay in the layout of w1 as it
 comes (gate rows, then up rows), so a checkpoint's scales are used as they are; the kernel maps an
 interleaved row 2j + u back to row j + u * I to find its scale.
+
+Weight-only (w8a16): A stays bf16/fp16 (a_scales None) and the fp8 weights widen to A's type in registers
+before a 16-bit MMA: no activation quantiser. The layer (`fused_moe_fp8`) runs one of three forms (FORMS):
+w8a8, w8a16 on these tiles, or the decode-time GEMVs of `kernels.fused_moe_fp8_gemv`; `choose_form` picks
+from the tuned files.
 """
 
 from __future__ import annotations
@@ -160,7 +165,7 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
               stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
               BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
               GATED: tl.constexpr, ACCUMULATE: tl.constexpr, EVEN_K: tl.constexpr, B_TMA: tl.constexpr,
-              BLOCK_SCALED: tl.constexpr, compute_type: tl.constexpr):
+              BLOCK_SCALED: tl.constexpr, A_FP8: tl.constexpr, compute_type: tl.constexpr):
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     pair = tl.load(sorted_token_ids_ptr + offs_m)
@@ -179,7 +184,8 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
     else:
         scale_row = offs_bn // ROW_GROUP
     b_scale_ptrs = b_scale_ptr + expert * stride_bse + scale_row * stride_bsn
-    a_scale_ptrs = a_scale_ptr + a_row * stride_asm
+    if A_FP8:
+        a_scale_ptrs = a_scale_ptr + a_row * stride_asm
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     a_ptrs = a_ptr + a_row[:, None] * stride_am + offs_k[None, :]
     b_ptrs = b_ptr + expert * stride_be + offs_k[:, None] + offs_bn[None, :] * stride_bn
@@ -197,22 +203,32 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
             b = tl.load(b_ptrs)
         else:
             b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
+        if not A_FP8:
+            # Weight-only: the fp8 weights widen to A's 16-bit type in registers (exact: e4m3 fits in bf16
+            # and fp16) and the MMA runs in 16 bits; no activation is quantised.
+            b = b.to(a.dtype)
         if BLOCK_SCALED:
             # BLOCK_SIZE_K divides the 128-column group, so one scale per row covers the whole step. The
             # step's product is a second accumulator-sized tile: twice the registers of a bf16 tile.
             group = (k * BLOCK_SIZE_K) // 128
-            a_s = tl.load(a_scale_ptrs + group, mask=token_mask, other=0.0)
             b_s = tl.load(b_scale_ptrs + group)
-            acc += tl.dot(a, b) * (a_s[:, None] * b_s[None, :])
+            if A_FP8:
+                a_s = tl.load(a_scale_ptrs + group, mask=token_mask, other=0.0)
+                acc += tl.dot(a, b) * (a_s[:, None] * b_s[None, :])
+            else:
+                acc += tl.dot(a, b) * b_s[None, :]
         else:
             acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_SIZE_K
         b_ptrs += BLOCK_SIZE_K
     if not BLOCK_SCALED:
         # Scales constant over K: once, on the sum.
-        a_s = tl.load(a_scale_ptrs, mask=token_mask, other=0.0)
         b_s = tl.load(b_scale_ptrs)
-        acc = acc * (a_s[:, None] * b_s[None, :])
+        if A_FP8:
+            a_s = tl.load(a_scale_ptrs, mask=token_mask, other=0.0)
+            acc = acc * (a_s[:, None] * b_s[None, :])
+        else:
+            acc = acc * b_s[None, :]
 
     if GATED:
         gate, up = tl.split(tl.reshape(acc, (BLOCK_SIZE_M, BN_OUT, 2)))
@@ -231,7 +247,8 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
 
 @triton.jit(do_not_specialize=["EM", "num_valid_tokens", "num_programs"])
 def fused_moe_fp8_kernel(
-    # A fp8 [rows, K] with float32 scales [rows, k groups] (rows gathered through sorted_token_ids);
+    # A fp8 [rows, K] with float32 scales [rows, k groups] (rows gathered through sorted_token_ids), or
+    # (not A_FP8, weight-only) bf16/fp16 with no scales (a_scale_ptr None);
     # B fp8 [E, rows_b, K] (interleaved w1 when GATED) with scales [E, row groups, k groups] in w1's own
     # row order (BLOCK_SCALED: 128 x 128 blocks, else one per row and K whole); b_desc: TMA descriptor
     # of B as [E * rows_b, K] when B_TMA, else None.
@@ -241,7 +258,8 @@ def fused_moe_fp8_kernel(
     stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr, GATED: tl.constexpr, ACCUMULATE: tl.constexpr, PERSISTENT: tl.constexpr,
-    EVEN_K: tl.constexpr, B_TMA: tl.constexpr, BLOCK_SCALED: tl.constexpr, compute_type: tl.constexpr,
+    EVEN_K: tl.constexpr, B_TMA: tl.constexpr, BLOCK_SCALED: tl.constexpr, A_FP8: tl.constexpr,
+    compute_type: tl.constexpr,
 ):
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
     num_pid_n = tl.cdiv(N, BN_OUT)
@@ -254,7 +272,7 @@ def fused_moe_fp8_kernel(
                       expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                       stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
                       BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, BLOCK_SCALED,
-                      compute_type)
+                      A_FP8, compute_type)
     else:
         pid_m, pid_n = ff._tile_coords(tl.program_id(0), tl.cdiv(EM, BLOCK_SIZE_M), num_pid_n, GROUP_SIZE_M)
         if pid_m * BLOCK_SIZE_M < num_tokens_post_padded:
@@ -262,7 +280,7 @@ def fused_moe_fp8_kernel(
                       expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                       stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
                       BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, BLOCK_SCALED,
-                      compute_type)
+                      A_FP8, compute_type)
 
 
 def check_config(config: Config, gated: bool, scaling: str = "block") -> None:
@@ -281,25 +299,31 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
                     num_tokens_post_padded, top_k: int, config: Config, gated: bool, persistent: bool = False,
                     b_tma: bool | None = None, scaling: str = "block"):
     """One GEMM of the layer in fp8, its operands quantised by `quantize_rows` / `quantize_weights` with
-    `scaling` ("block" or "channel").
+    `scaling` ("block" or "channel"). Weight-only (w8a16): a_q is the bf16/fp16 activation itself and
+    a_scales None; the weights widen to 16 bits in registers and the MMA runs in 16 bits.
 
     gated (GEMM1): a_q [M, K] hidden, w_q = interleave_fp8(w1_q) [E, 2I, K] with w1's scales, c [M * top_k, I]
     bf16/fp16 = silu(gate) * up. Else (GEMM2): a_q [M * top_k, K] activation, w_q [E, H, K], c [M, H] float32
     zeroed by the caller; c[t] += weight[t, k] * a[t * top_k + k] @ w[expert]^T.
     """
-    if a_q.dtype != FP8 or w_q.dtype != FP8:
-        raise AdvisorError(f"the fp8 GEMM takes {FP8} A and W; got A {a_q.dtype}, W {w_q.dtype} "
-                           "(quantize with quantize_rows / quantize_weights)")
+    a_fp8 = a_q.dtype == FP8
+    if w_q.dtype != FP8 or not (a_fp8 or a_q.dtype in (torch.bfloat16, torch.float16)):
+        raise AdvisorError(f"the fp8 GEMM takes {FP8} W and {FP8} (w8a8) or bf16/fp16 (weight-only) A; got "
+                           f"A {a_q.dtype}, W {w_q.dtype} (quantize with quantize_rows / quantize_weights)")
+    if a_fp8 != (a_scales is not None):
+        raise AdvisorError("fp8 A needs its scales and a bf16/fp16 A (weight-only) takes none; pass a_scales "
+                           + ("from quantize_rows" if a_fp8 else "None"))
     if a_q.shape[1] != w_q.shape[2]:
         raise AdvisorError(f"A has K={a_q.shape[1]} but W is {tuple(w_q.shape)} ([E, N, K]); hidden sizes differ")
     e, rows_b, k = w_q.shape
     row_group, col_group = _groups(scaling)
     k_groups = triton.cdiv(k, col_group or max(k, 1))
     want_a, want_w = (a_q.shape[0], k_groups), (e, triton.cdiv(rows_b, row_group), k_groups)
-    if tuple(a_scales.shape) != want_a or tuple(w_scales.shape) != want_w:
-        raise AdvisorError(f"scales of shapes {tuple(a_scales.shape)} (A) and {tuple(w_scales.shape)} (W); "
+    got_a = tuple(a_scales.shape) if a_fp8 else want_a
+    if got_a != want_a or tuple(w_scales.shape) != want_w:
+        raise AdvisorError(f"scales of shapes {got_a} (A) and {tuple(w_scales.shape)} (W); "
                            f"{scaling} scales here are {want_a} and {want_w} (quantize with scaling={scaling!r})")
-    if a_scales.dtype != torch.float32 or w_scales.dtype != torch.float32:
+    if (a_fp8 and a_scales.dtype != torch.float32) or w_scales.dtype != torch.float32:
         raise AdvisorError("fp8 scales are float32")
     check_config(config, gated, scaling)
     if gated and rows_b % 2:
@@ -324,10 +348,10 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
     fused_moe_fp8_kernel[grid](
         a_q, a_scales, w_q, b_desc, w_scales, c, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
         n_out, k, em, topk_weights.numel(), top_k if gated else 1, 1 if gated else top_k, grid[0],
-        a_q.stride(0), a_scales.stride(0), w_q.stride(0), w_q.stride(1), w_scales.stride(0), w_scales.stride(1),
-        c.stride(0),
+        a_q.stride(0), a_scales.stride(0) if a_fp8 else 0, w_q.stride(0), w_q.stride(1), w_scales.stride(0),
+        w_scales.stride(1), c.stride(0),
         GATED=gated, ACCUMULATE=not gated, PERSISTENT=persistent, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
-        B_TMA=b_tma, BLOCK_SCALED=scaling == "block", compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
+        B_TMA=b_tma, BLOCK_SCALED=scaling == "block", A_FP8=a_fp8, compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params,
     )
     return c
@@ -351,38 +375,72 @@ class Fp8Weights:
         return dequantize_weights(w1_q.view(FP8), self.w1_scales), dequantize_weights(self.w2, self.w2_scales)
 
 
-def config_path(num_experts: int, inter: int, device_name: str, scaling: str, gemm: int) -> Path:
-    """Where the tuned fp8 configs of a shape and GPU live: `kernels/configs/fp8/<scaling>/` (GEMM1) and its
-    `gemm2/` folder, in the engines' names and format (`dtype=fp8_w8a8`, `block_shape=[128,128]` for blocks)."""
+# The layer's forms: "w8a8" (activations quantised, fp8 MMA), "w8a16" (weight-only: 16-bit activations,
+# weights widened in registers, 16-bit MMA) and "gemv" (`kernels.fused_moe_fp8_gemv`: weight-only GEMVs
+# per (token, expert) pair, no align, for a few tokens).
+FORMS = ("w8a8", "w8a16", "gemv")
+
+
+def config_path(num_experts: int, inter: int, device_name: str, scaling: str, gemm: int, form: str = "w8a8"
+                ) -> Path:
+    """Where the tuned fp8 configs of a shape, GPU and form live: `kernels/configs/fp8/<scaling>/[gemv/]`
+    (GEMM1) and its `gemm2/` folder, in the engines' names and format (`dtype=fp8_w8a8`, or `fp8_w8a16`
+    for the weight-only forms; `block_shape=[128,128]` for blocks)."""
     from kernels import moe_configs  # late: moe_configs imports kernels.fused_moe
 
-    folder = moe_configs.SHIPPED_DIR / "fp8" / scaling / ("gemm2" if gemm == 2 else "")
+    if form not in FORMS:
+        raise AdvisorError(f"form={form!r} is not an fp8 layer form; use one of {', '.join(FORMS)}")
+    folder = moe_configs.SHIPPED_DIR / "fp8" / scaling / ("gemv" if form == "gemv" else "")
+    folder = folder / ("gemm2" if gemm == 2 else "")
     block = (SCALE_BLOCK, SCALE_BLOCK) if _groups(scaling)[0] > 1 else None
-    return folder / moe_configs.config_file_name(num_experts, inter, device_name, "fp8_w8a8", block)
+    dtype = "fp8_w8a8" if form == "w8a8" else "fp8_w8a16"
+    return folder / moe_configs.config_file_name(num_experts, inter, device_name, dtype, block)
 
 
-def layer_configs(m: int, num_experts: int, inter: int, top_k: int, device_name: str | None, scaling: str
-                  ) -> tuple[tuple[Config, str], tuple[Config, str]]:
-    """(config, where it came from) of the fp8 GEMM1 and GEMM2 for M tokens: the tuned files for this GPU,
-    else the bf16 kernel's default rule (its BLOCK_SIZE_K, 64 or 128, divides the 128-column group)."""
+def choose_form(m: int, num_experts: int, inter: int, device_name: str | None, scaling: str) -> str:
+    """The layer form for M tokens: "gemv" up to the largest token count of this shape and GPU's GEMV config
+    file (`benchmarks/moe_fp8_gemv.py` writes the counts, from one up, where the GEMV layer was timed faster
+    than the tiled fp8 layers), else "w8a8". "w8a16" is not chosen here and ships no files: measured on the
+    H100 only, where the GEMV did not win it beat w8a8 by 0.2-5% with channel scales (Mixtral M = 4-16,
+    Qwen2-MoE M = 16) and never with block scales (RESULTS 41); pass form="w8a16" (and configs) to run it."""
     from kernels import moe_configs
+
+    if not device_name:
+        return "w8a8"
+    path = config_path(num_experts, inter, device_name, scaling, 1, "gemv")
+    if path.exists() and m <= max(moe_configs.read_config_file(path).configs):
+        return "gemv"
+    return "w8a8"
+
+
+def layer_configs(m: int, num_experts: int, inter: int, top_k: int, device_name: str | None, scaling: str,
+                  form: str = "w8a8") -> tuple[tuple[Config, str], tuple[Config, str]]:
+    """(config, where it came from) of the fp8 GEMM1 and GEMM2 of a form for M tokens: the tuned files for
+    this GPU, else the default: the GEMV's (`kernels.fused_moe_fp8_gemv.DEFAULT_CONFIG`), or the bf16
+    kernel's rule (its BLOCK_SIZE_K, 64 or 128, divides the 128-column group)."""
+    from kernels import moe_configs
+    from kernels.fused_moe_fp8_gemv import DEFAULT_CONFIG
 
     found = []
     for gemm in (1, 2):
-        path = config_path(num_experts, inter, device_name, scaling, gemm) if device_name else None
+        path = config_path(num_experts, inter, device_name, scaling, gemm, form) if device_name else None
         if path is not None and path.exists():
             found.append((moe_configs.read_config_file(path).lookup(m), str(path)))
+        elif form == "gemv":
+            found.append((DEFAULT_CONFIG, "default GEMV tile"))
         else:
             found.append((moe_configs.default_config(m, num_experts, top_k), "default rule"))
     return found[0], found[1]
 
 
 def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: Config | None = None,
-                  config2: Config | None = None, persistent: bool = False, b_tma: bool | None = None
-                  ) -> torch.Tensor:
-    """The layer in fp8: quantise hidden, align, GEMM1 (SiLU-and-mul fused) -> bf16 activation, quantise it,
-    GEMM2 with the weighted top-k sum fused into float32, cast to hidden's dtype. config None: `layer_configs`
-    for this GPU; config2 None: the tuned GEMM2 config when config is None too, else config."""
+                  config2: Config | None = None, persistent: bool = False, b_tma: bool | None = None,
+                  form: str | None = None) -> torch.Tensor:
+    """The layer in fp8, [M, H] in hidden's dtype. form "w8a8": quantise hidden, align, GEMM1 (SiLU-and-mul
+    fused) -> 16-bit activation, quantise it, GEMM2 with the weighted top-k sum fused into float32, cast.
+    "w8a16": the same with no quantiser (16-bit activations into both GEMMs). "gemv": the two GEMVs of
+    `kernels.fused_moe_fp8_gemv` (no align). None: `choose_form` for this GPU. config None: `layer_configs`
+    for this GPU and form; config2 None: the tuned GEMM2 config when config is None too, else config."""
     from kernels.moe_align import moe_align_triton  # late: kernels.moe_align imports kernels.fused_moe
 
     if hidden.dim() != 2 or hidden.shape[1] != weights.hidden:
@@ -392,19 +450,32 @@ def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: C
                            f"must both be [M={hidden.shape[0]}, top_k]")
     m, h = hidden.shape
     top_k = topk_ids.shape[1]
+    device_name = torch.cuda.get_device_name(hidden.device) if hidden.is_cuda else None
+    inter = weights.two_i // 2
+    if form is None:
+        form = choose_form(m, weights.num_experts, inter, device_name, weights.scaling)
+    if form not in FORMS:
+        raise AdvisorError(f"form={form!r} is not an fp8 layer form; use one of {', '.join(FORMS)}")
+    if form != "w8a8" and hidden.dtype not in (torch.bfloat16, torch.float16):
+        raise AdvisorError(f"the {form} form takes bf16 or fp16 hidden states; got {hidden.dtype} (cast them, "
+                           "or pass form='w8a8')")
     if config is None:
-        device_name = torch.cuda.get_device_name(hidden.device) if hidden.is_cuda else None
-        (config, _), (tuned2, _) = layer_configs(m, weights.num_experts, weights.two_i // 2, top_k, device_name,
-                                                 weights.scaling)
+        (config, _), (tuned2, _) = layer_configs(m, weights.num_experts, inter, top_k, device_name,
+                                                 weights.scaling, form)
         config2 = config2 or tuned2
     config2 = config2 or config
+    if form == "gemv":
+        from kernels.fused_moe_fp8_gemv import fused_moe_fp8_gemv
+
+        return fused_moe_fp8_gemv(hidden, weights, topk_weights, topk_ids, config, config2)
+    weight_only = form == "w8a16"
     topk_weights = topk_weights.to(torch.float32).contiguous()
     aligned = moe_align_triton(topk_ids, (config["BLOCK_SIZE_M"], config2["BLOCK_SIZE_M"]), weights.num_experts)
-    a_q, a_s = quantize_rows(hidden, weights.scaling)
-    act = torch.empty((m * top_k, weights.two_i // 2), dtype=hidden.dtype, device=hidden.device)
+    a_q, a_s = (hidden, None) if weight_only else quantize_rows(hidden, weights.scaling)
+    act = torch.empty((m * top_k, inter), dtype=hidden.dtype, device=hidden.device)
     invoke_fp8_gemm(a_q, a_s, weights.w1_il, weights.w1_scales, act, topk_weights, *aligned[0], top_k=top_k,
                     config=config, gated=True, persistent=persistent, b_tma=b_tma, scaling=weights.scaling)
-    act_q, act_s = quantize_rows(act, weights.scaling)
+    act_q, act_s = (act, None) if weight_only else quantize_rows(act, weights.scaling)
     out = torch.zeros((m, h), dtype=torch.float32, device=hidden.device)
     invoke_fp8_gemm(act_q, act_s, weights.w2, weights.w2_scales, out, topk_weights, *aligned[-1], top_k=top_k,
                     config=config2, gated=False, persistent=persistent, b_tma=b_tma, scaling=weights.scaling)
@@ -413,20 +484,22 @@ def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: C
 
 def gemm1_reference(a_q, a_scales, w1_dq, topk_ids) -> torch.Tensor:
     """[pairs, I] float32 silu(gate) * up over the values the fp8 operands stand for (w1_dq: float32 w1 as
-    it comes, from `Fp8Weights.dequantized`)."""
-    a = dequantize_rows(a_q, a_scales)
+    it comes, from `Fp8Weights.dequantized`); a_scales None: a_q is the 16-bit A of the weight-only form."""
+    a = a_q.float() if a_scales is None else dequantize_rows(a_q, a_scales)
     full = fm.fused_moe_gemm_reference(a, w1_dq, topk_ids, topk_ids.shape[1])
     half = w1_dq.shape[1] // 2
     return torch.nn.functional.silu(full[:, :half]) * full[:, half:]
 
 
-def layer_reference(hidden, weights: Fp8Weights, topk_weights, topk_ids) -> torch.Tensor:
+def layer_reference(hidden, weights: Fp8Weights, topk_weights, topk_ids, weight_only: bool = False
+                    ) -> torch.Tensor:
     """float32 [M, H] of the fp8 layer: both GEMMs over the dequantised operands, the activation rounded to
-    hidden's dtype and quantised as the kernel path does (so only rounding order differs)."""
+    hidden's dtype and (unless weight_only) quantised as the kernel path does (so only rounding order differs)."""
     w1_dq, w2_dq = weights.dequantized()
-    a_q, a_s = quantize_rows_reference(hidden, weights.scaling)
-    act = gemm1_reference(a_q, a_s, w1_dq, topk_ids).to(hidden.dtype)
-    act_q, act_s = quantize_rows_reference(act, weights.scaling)
+    quantise = (lambda x: (x, None)) if weight_only else (lambda x: quantize_rows_reference(x, weights.scaling))
+    act = gemm1_reference(*quantise(hidden), w1_dq, topk_ids).to(hidden.dtype)
+    act_q, act_s = quantise(act)
     top_k = topk_ids.shape[1]
-    rows = fm.fused_moe_gemm_reference(dequantize_rows(act_q, act_s), w2_dq, topk_ids, 1)
+    rows = fm.fused_moe_gemm_reference(act_q.float() if act_s is None else dequantize_rows(act_q, act_s), w2_dq,
+                                       topk_ids, 1)
     return (rows.view(hidden.shape[0], top_k, -1) * topk_weights.float()[:, :, None]).sum(dim=1)

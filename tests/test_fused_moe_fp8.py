@@ -178,8 +178,19 @@ def test_bad_inputs_name_the_fix():
         f8.invoke_fp8_gemm(a_q, a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=2,
                            config=make_config(16, 64, 256, 1), gated=True)
     with pytest.raises(AdvisorError, match="quantize with quantize_rows"):
+        f8.invoke_fp8_gemm(a_q.float(), a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align,
+                           top_k=2, config=make_config(16, 64, 64, 1), gated=True)
+    with pytest.raises(AdvisorError, match="weight-only.* takes none; pass a_scales None"):
         f8.invoke_fp8_gemm(a_q.float().to(torch.bfloat16), a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align,
                            top_k=2, config=make_config(16, 64, 64, 1), gated=True)
+    with pytest.raises(AdvisorError, match="fp8 A needs its scales"):
+        f8.invoke_fp8_gemm(a_q, None, fp8.w1_il, fp8.w1_scales, c, weights, *align,
+                           top_k=2, config=make_config(16, 64, 64, 1), gated=True)
+    with pytest.raises(AdvisorError, match="the w8a16 form takes bf16 or fp16 hidden states; got torch.float32"):
+        f8.fused_moe_fp8(torch.randn(3, 128, generator=gen), fp8, weights, ids, make_config(16, 64, 64, 1),
+                         form="w8a16")
+    with pytest.raises(AdvisorError, match="form='w4a16' is not an fp8 layer form; use one of w8a8, w8a16, gemv"):
+        f8.fused_moe_fp8(torch.randn(3, 128, generator=gen), fp8, weights, ids, form="w4a16")
     with pytest.raises(AdvisorError, match=r"block scales here are .* \(quantize with scaling='block'\)"):
         f8.invoke_fp8_gemm(a_q, a_s[:, :0], fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=2,
                            config=make_config(16, 64, 64, 1), gated=True)
@@ -190,3 +201,88 @@ def test_bad_inputs_name_the_fix():
     with pytest.raises(AdvisorError, match="quantize_rows takes a 2-D"):
         f8.quantize_rows(torch.randn(2, 3, 128))
     assert math.isfinite(float(a_s.min()))
+
+
+# Weight-only (w8a16): A stays bf16, the fp8 weights widen exactly to bf16 in registers, so the kernel's
+# only rounding against the float32 reference over the dequantised weights is its own output's.
+@SCALINGS
+@pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", GEMM1_CASES[:3])
+def test_weight_only_gemms_match_the_reference_over_16_bit_activations(m, e, top_k, k, inter, tiles, kind,
+                                                                       scaling):
+    seed, hidden, w1, w2, weights, ids = fp8_case(m, e, top_k, k, inter, kind)
+    config = make_config(*tiles)
+    fp8 = f8.Fp8Weights(w1, w2, scaling)
+    w1_dq, w2_dq = fp8.dequantized()
+    align = moe_align_triton(ids, (tiles[0],), e)[0]
+    c = torch.full((m * top_k, inter), NAN, dtype=torch.float16)
+    f8.invoke_fp8_gemm(hidden, None, fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=top_k, config=config,
+                       gated=True, scaling=scaling)
+    assert not torch.isnan(c).any(), f"rows or columns left unwritten (seed {seed})"
+    err = rel_error(c, f8.gemm1_reference(hidden, None, w1_dq, ids))
+    assert err < 1e-3, f"GEMM1 relative error {err:.2e} with {config.label()} (seed {seed})"
+    act = torch.randn(m * top_k, inter, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+    out = torch.zeros((m, k), dtype=torch.float32)
+    f8.invoke_fp8_gemm(act, None, fp8.w2, fp8.w2_scales, out, weights, *align, top_k=top_k, config=config,
+                       gated=False, scaling=scaling)
+    ref = fm.fused_moe_gemm_reference(act.float(), w2_dq, ids, 1, weights).view(m, top_k, -1).sum(dim=1)
+    err = rel_error(out, ref)
+    assert err < 1e-5, f"GEMM2 relative error {err:.2e} with {config.label()} (seed {seed})"
+
+
+@SCALINGS
+def test_weight_only_layer_matches_its_reference_and_is_nearer_bf16_than_w8a8(scaling, monkeypatch):
+    if INTERPRETED:
+        monkeypatch.setattr(f8, "quantize_rows", f8.quantize_rows_reference)
+    seed, hidden, w1, w2, weights, ids = fp8_case(29, 8, 2, 128, 48, "hot")
+    fp8 = f8.Fp8Weights(w1, w2, scaling)
+    configs = make_config(16, 64, 64, 2), make_config(32, 64, 32, 1)
+    out = f8.fused_moe_fp8(hidden, fp8, weights, ids, *configs, form="w8a16")
+    assert out.dtype == torch.bfloat16 and not torch.isnan(out).any(), f"seed {seed}"
+    ref = f8.layer_reference(hidden, fp8, weights, ids, weight_only=True)
+    assert rel_error(out, ref) < TOLERANCE, f"seed {seed}"
+    assert rel_error(out, f8.layer_reference(hidden, fp8, weights, ids)) > TOLERANCE  # the activations' rounding
+    bf16 = fm.fused_moe_reference(hidden, w1, w2, weights, ids)
+    w8a8 = f8.fused_moe_fp8(hidden, fp8, weights, ids, *configs, form="w8a8")
+    assert rel_error(out, bf16) < rel_error(w8a8, bf16), "weights alone cost less than weights and activations"
+
+
+@pytest.fixture
+def fp8_config_dir(tmp_path, monkeypatch):
+    from kernels import moe_configs
+
+    monkeypatch.setattr(moe_configs, "SHIPPED_DIR", tmp_path)
+    return tmp_path
+
+
+def _write_measured(scaling, gemm, form, us_by_m, gpu="Test GPU"):
+    from kernels import moe_configs
+
+    config = make_config(16, 64, 128, 1) if form != "gemv" else make_config(1, 16, 512, 1)
+    path = f8.config_path(8, 64, gpu, scaling, gemm, form)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = moe_configs.ConfigMeta(gpu, "3.6.0", {m: moe_configs.MeasuredEntry(config, us, 6)
+                                                 for m, us in us_by_m.items()}, "test")
+    moe_configs.write_config_file(path, moe_configs.ConfigTable({m: config for m in us_by_m}), meta)
+    return path
+
+
+def test_gemv_is_the_form_up_to_the_largest_count_its_file_holds(fp8_config_dir):
+    assert f8.choose_form(1, 8, 64, "Test GPU", "channel") == "w8a8"  # no GEMV file
+    _write_measured("channel", 1, "w8a16", {1: 1.0, 1024: 1.0})
+    _write_measured("channel", 2, "w8a16", {1: 1.0, 1024: 1.0})
+    assert f8.choose_form(1, 8, 64, "Test GPU", "channel") == "w8a8"  # w8a16 only when asked for
+    path = _write_measured("channel", 1, "gemv", {1: 3.0, 2: 4.0, 4: 7.0})
+    assert path.parent.name == "gemv" and "dtype=fp8_w8a16" in path.name
+    assert f8.config_path(8, 64, "Test GPU", "channel", 2, "gemv").parent.parent.name == "gemv"
+    assert [f8.choose_form(m, 8, 64, "Test GPU", "channel") for m in (1, 3, 4, 5, 4096)] == [
+        "gemv", "gemv", "gemv", "w8a8", "w8a8"]
+    assert f8.choose_form(1, 8, 64, "Test GPU", "block") == "w8a8"  # another scheme's files
+    assert f8.choose_form(1, 8, 64, "Other GPU", "channel") == "w8a8"  # another GPU's
+    assert f8.choose_form(1, 8, 64, None, "channel") == "w8a8"  # the CPU
+    with pytest.raises(AdvisorError, match="form='w4a16' is not an fp8 layer form"):
+        f8.config_path(8, 64, "Test GPU", "channel", 1, "w4a16")
+    (c1, src1), (c2, src2) = f8.layer_configs(1, 8, 64, 2, "Test GPU", "channel", form="w8a16")
+    assert "fp8_w8a16" in src1 and "fp8_w8a16" in src2 and c1 == make_config(16, 64, 128, 1)
+    (c1, src1), (c2, src2) = f8.layer_configs(2, 8, 64, 2, "Test GPU", "channel", form="gemv")
+    assert "/gemv/" in src1 and c1 == make_config(1, 16, 512, 1) and src2 == "default GEMV tile"
+    assert f8.layer_configs(1, 8, 64, 2, "Test GPU", "block", form="gemv")[0][1] == "default GEMV tile"
