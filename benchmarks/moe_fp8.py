@@ -149,9 +149,10 @@ def plan() -> int:
     return 0
 
 
-def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str) -> tuple[bool, str]:
-    """Compile one (shape, config, form, scaling) of the fp8 kernel with tiny stand-ins and the real integer
-    arguments."""
+def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_only: bool = False
+             ) -> tuple[bool, str]:
+    """Compile one (shape, config, form, scaling, A's type) of the fp8 kernel with tiny stand-ins and the real
+    integer arguments."""
     try:
         import torch
         import triton
@@ -163,7 +164,7 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str) -> tuple[
         dev = "cuda"
         k, rows_b = (h, 2 * inter) if gated else (inter, h)
         n_out = inter if gated else h
-        a = torch.empty(16, 16, dtype=f8.FP8, device=dev)
+        a = torch.empty(16, 16, dtype=torch.bfloat16 if weight_only else f8.FP8, device=dev)
         w = torch.empty(1, 128, 16, dtype=f8.FP8, device=dev)
         s = torch.empty(16, dtype=torch.float32, device=dev)
         c = torch.empty(16, 16, dtype=torch.bfloat16 if gated else torch.float32, device=dev)
@@ -176,10 +177,10 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str) -> tuple[
         kg = triton.cdiv(k, f8.SCALE_BLOCK) if block else 1
         rg = triton.cdiv(rows_b, f8.SCALE_BLOCK) if block else rows_b
         f8.fused_moe_fp8_kernel.warmup(
-            a, s, w, desc, s, c, s, ids, ids, ids, n_out, k, em, m * top_k, top_k if gated else 1,
-            1 if gated else top_k, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out, grid=(1,),
+            a, None if weight_only else s, w, desc, s, c, s, ids, ids, ids, n_out, k, em, m * top_k,
+            top_k if gated else 1, 1 if gated else top_k, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out, grid=(1,),
             GATED=gated, ACCUMULATE=not gated, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
-            B_TMA=True, BLOCK_SCALED=block, compute_type=fm._TL_DTYPES[torch.bfloat16],
+            B_TMA=True, BLOCK_SCALED=block, A_FP8=not weight_only, compute_type=fm._TL_DTYPES[torch.bfloat16],
             num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
         return True, ""
     except Exception as exc:  # a config that does not compile is a result, not a crash
@@ -227,11 +228,16 @@ class Gemm1Case:
             self._align[block] = moe_align_triton(self.ids, (block,), self.e)[0]
         return self._align[block]
 
-    def fp8_runner(self, config, with_quant: bool = False):
-        """GEMM1 on A quantised beforehand, or (with_quant) with its quantiser launch before it."""
+    def fp8_runner(self, config, with_quant: bool = False, weight_only: bool = False):
+        """GEMM1 on A quantised beforehand, or (with_quant) with its quantiser launch before it, or (weight_only)
+        on the bf16 A itself."""
         from kernels import fused_moe_fp8 as f8
 
         align = self.aligned(config["BLOCK_SIZE_M"])
+        if weight_only:
+            return lambda: f8.invoke_fp8_gemm(self.a, None, self.w1_il_q, self.w1_scales, self.out, self.weights,
+                                              *align, top_k=self.top_k, config=config, gated=True,
+                                              scaling=self.scaling)
         if not with_quant:
             return lambda: f8.invoke_fp8_gemm(self.a_q, self.a_s, self.w1_il_q, self.w1_scales, self.out, self.weights,
                                               *align, top_k=self.top_k, config=config, gated=True,
@@ -336,9 +342,11 @@ def time_configs(case, configs, failed, lab, deadline, timer, alone: bool = True
     return rows
 
 
-def time_gemm2(e, top_k, h, inter, m, ids, weights, scaling, configs, failed, lab, deadline, timer, device) -> list:
-    """GEMM2 (router weight and top-k sum fused, float32 out zeroed each call) per config on a random activation,
-    checked against its float32 reference (< 1e-2) and timed with the zeroing."""
+def time_gemm2(e, top_k, h, inter, m, ids, weights, scaling, configs, failed, lab, deadline, timer, device,
+               weight_only: bool = False) -> list:
+    """GEMM2 (router weight and top-k sum fused, float32 out zeroed each call) per config on a random activation
+    (quantised beforehand, or as it is for weight_only), checked against its float32 reference (< 1e-2) and
+    timed with the zeroing."""
     import torch
 
     from kernels import fused_moe as fm
@@ -348,10 +356,10 @@ def time_gemm2(e, top_k, h, inter, m, ids, weights, scaling, configs, failed, la
     gen = torch.Generator(device=device).manual_seed(7)
     act = torch.randn(m * top_k, inter, device=device, generator=gen).to(torch.bfloat16)
     w2 = (torch.randn(e, h, inter, device=device, generator=gen) / math.sqrt(inter)).to(torch.bfloat16)
-    act_q, act_s = f8.quantize_rows(act, scaling)
+    act_q, act_s = (act, None) if weight_only else f8.quantize_rows(act, scaling)
     w2_q, w2_s = f8.quantize_weights(w2, scaling)
-    rows = fm.fused_moe_gemm_reference(f8.dequantize_rows(act_q, act_s), f8.dequantize_weights(w2_q, w2_s), ids, 1,
-                                       weights)
+    a_ref = act.float() if weight_only else f8.dequantize_rows(act_q, act_s)
+    rows = fm.fused_moe_gemm_reference(a_ref, f8.dequantize_weights(w2_q, w2_s), ids, 1, weights)
     ref = rows.view(m, top_k, -1).sum(dim=1)
     out = torch.zeros((m, h), dtype=torch.float32, device=device)
     results = []
@@ -401,13 +409,17 @@ def tune(shapes, ms, failed, device, device_name, dry, deadline, timer) -> list[
 
 
 def write_from(path: Path) -> int:
-    """Config files (and side files of the measured times) from a `--tune` run's JSON."""
+    """Config files (and side files of the measured times) from a `--tune` run's JSON, or a weight-only form's
+    (`moe_fp8_weight_only.py`, `moe_fp8_gemv.py`: `fp8_w8a16` files; its `form` key says which)."""
     from kernels import fused_moe_fp8 as f8
     from kernels import moe_configs
 
     doc = json.loads(path.read_text())
+    form = doc.get("form", "w8a8")
     tables: dict = {}
     for r in doc["tune"]:
+        if form == "gemv" and not gemv_wins(r):  # the GEMV file holds the counts where its layer won
+            continue
         for gemm in (1, 2):
             ok = [x for x in r.get(f"gemm{gemm}", []) if x["status"] == "ok"]
             if ok:
@@ -419,13 +431,26 @@ def write_from(path: Path) -> int:
                  f"quantiser ({doc.get('quantiser', 'IEEE division')}), CUDA graph median",
               2: "benchmarks/moe_fp8.py --tune: fp8 GEMM2 (router weight and top-k sum fused, float32 atomics) with "
                  "its output zeroed, CUDA graph median"}
+    if form != "w8a8":
+        script = "moe_fp8_gemv.py: GEMV" if form == "gemv" else "moe_fp8_weight_only.py: tiled"
+        source = {g: f"benchmarks/{script} weight-only fp8 GEMM{g} on bf16 activations (no quantiser, no align)"
+                     + (", its output zeroed" if g == 2 and form == "w8a16" else "") + ", CUDA graph median"
+                  for g in (1, 2)}
     for (e, inter, scaling, gemm), measured in sorted(tables.items()):
-        target = f8.config_path(e, inter, doc["gpu"], scaling, gemm)
+        target = f8.config_path(e, inter, doc["gpu"], scaling, gemm, form)
         table = moe_configs.ConfigTable({m: entry.config for m, entry in measured.items()})
         meta = moe_configs.ConfigMeta(doc["gpu"], doc.get("triton"), measured, source[gemm])
         moe_configs.write_config_file(target, table, meta)
         print("wrote", target.relative_to(Path.cwd()) if target.is_relative_to(Path.cwd()) else target)
     return 0
+
+
+def gemv_wins(row) -> bool:
+    """Whether a `moe_fp8_gemv.py` row timed the GEMV layer faster than every tiled fp8 layer beside it."""
+    layers = row.get("layers", {})
+    gemv = (layers.get("gemv") or {}).get("us")
+    tiled = [x["us"] for k, x in layers.items() if k.startswith("fp8_w8a") and x.get("us")]
+    return bool(gemv and tiled and gemv < min(tiled))
 
 
 def relative(out, ref) -> float:
@@ -492,16 +517,47 @@ def run_layer(shape, m, gemm1_configs: dict, device, device_name, dry, timer) ->
     return result
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def common_parser(doc: str) -> argparse.ArgumentParser:
+    """The options the fp8 benchmarks share: --out, --dry-run, --workers, --deadline, --only, --ms."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
-    parser.add_argument("--plan", action="store_true", help="print the prediction (no GPU) and stop")
     parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--layer", action="store_true", help="also time the layer at M >= 1024")
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--deadline", type=float, default=1e9)
     parser.add_argument("--only", help="comma-separated case prefixes to keep, e.g. mixtral,qwen3")
     parser.add_argument("--ms", help="comma-separated token counts to keep")
+    return parser
+
+
+def start(args) -> tuple[Path, float, str, str | None, list]:
+    """(output folder, start time, device, GPU name or None, shapes kept by --only) of a run; under --dry-run,
+    the interpreter's device with the torch quantiser (the interpreter's e4m3 cast rounds unlike the GPU's:
+    tests/test_fused_moe_fp8.py)."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    device = target_device(args.dry_run)
+    import torch
+
+    from kernels import fused_moe_fp8 as f8
+
+    if args.dry_run:
+        f8.quantize_rows = f8.quantize_rows_reference
+    keep = tuple(args.only.split(",")) if args.only else ("",)
+    shapes = [s for s in moe_fusion.shapes(args.dry_run, CASES, DRY_SHAPES) if s[0].startswith(keep)]
+    return out, started, device, None if args.dry_run else torch.cuda.get_device_name(), shapes
+
+
+def token_counts(args, counts) -> list[int]:
+    """`counts` less those --ms leaves out."""
+    keep = {int(x) for x in args.ms.split(",")} if args.ms else None
+    return [m for m in counts if keep is None or m in keep]
+
+
+def main(argv=None) -> int:
+    parser = common_parser(__doc__)
+    parser.add_argument("--plan", action="store_true", help="print the prediction (no GPU) and stop")
+    parser.add_argument("--layer", action="store_true", help="also time the layer at M >= 1024")
     parser.add_argument("--tune", action="store_true",
                         help="tune both GEMMs per shape, scheme and the engines' token counts (OUT/moe_fp8_tune.json)")
     parser.add_argument("--write-from", type=Path, help="a --tune JSON: write kernels/configs/fp8/ files from it")
@@ -510,32 +566,17 @@ def main(argv=None) -> int:
         return plan()
     if args.write_from:
         return write_from(args.write_from)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
+    out, started, device, device_name, shapes = start(args)
     dry = args.dry_run
-    device = target_device(dry)
-    import torch
-
-    if dry:  # the interpreter's e4m3 cast rounds unlike the GPU's (tests/test_fused_moe_fp8.py): quantise in torch
-        from kernels import fused_moe_fp8 as f8
-
-        f8.quantize_rows = f8.quantize_rows_reference
-
     from advisor.measure.timing import versions
 
-    device_name = None if dry else torch.cuda.get_device_name()
-    keep = tuple(args.only.split(",")) if args.only else ("",)
-    ms = {int(x) for x in args.ms.split(",")} if args.ms else None
-    shapes = moe_fusion.shapes(dry, CASES, DRY_SHAPES)
-    shapes = [s for s in shapes if s[0].startswith(keep)]
     if args.tune:
         from kernels.moe_configs import ENGINE_M_KEYS
 
-        tune_ms = [m for m in ((37,) if dry else ENGINE_M_KEYS) if ms is None or m in ms]
+        tune_ms = token_counts(args, (37,) if dry else ENGINE_M_KEYS)
         cases = [(s, m) for s in shapes for m in tune_ms]
     else:
-        cases = [(s, m) for s in shapes for m in s[5] if ms is None or m in ms]
+        cases = [(s, m) for s in shapes for m in token_counts(args, s[5])]
     failed = {}
     if not dry:
         tasks = [(s[1], s[2], s[3], s[4], m, c, True, sc) for s, m in cases for sc in SCALINGS
