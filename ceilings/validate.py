@@ -57,7 +57,8 @@ def structural_problem(config: Config) -> str | None:
         return f"num_stages={config.num_stages} must be at least 1"
     tiles: dict[str, int] = {}
     for name, value in config.params.items():
-        if is_tile_param(name):
+        # A bool under a block-like name (BLOCK_SCALED, TILE_EVEN) is a flag, not a size.
+        if is_tile_param(name) and not isinstance(value, bool):
             if not _is_int(value) or value < 1:
                 return f"{name}={value!r} must be a positive integer (a block size)"
             if value & (value - 1):

@@ -11,7 +11,9 @@ experts at once, adding the weighted products in registers: the top-k sum is fus
 zeroing an output and without a cast kernel. The weights are read once per pair: right while pairs seldom
 share an expert (a few tokens); `benchmarks/moe_fp8_gemv.py` measured where it beats the tiled kernels.
 
-Weights are `kernels.fused_moe_fp8.Fp8Weights` (w1 interleaved, scales in w1's own row order).
+Weights are `kernels.fused_moe_fp8.Fp8Weights` (w1 interleaved, scales in w1's own row order), imported here
+so that `advisor ceiling|suggest kernels/fused_moe_fp8_gemv.py --call "gemv_gemm1(..., Fp8Weights(...), ...)"`
+can build them (the call's `f8` helper is the fp8 dtype, which hides this module's `f8`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import triton.language as tl
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 from kernels import fused_moe_fp8 as f8
+from kernels.fused_moe_fp8 import Fp8Weights
 
 # A program's tile in the engines' config terms: one pair (BLOCK_SIZE_M 1) x BLOCK_SIZE_N weight rows
 # (GEMM1: interleaved rows, BLOCK_SIZE_N / 2 outputs) x BLOCK_SIZE_K columns per step; GROUP_SIZE_M 1
@@ -147,7 +150,7 @@ def _tile(config: Config, k: int) -> dict:
             "num_stages": config.num_stages}
 
 
-def _check_inputs(hidden, weights: f8.Fp8Weights, topk_ids):
+def _check_inputs(hidden, weights: Fp8Weights, topk_ids):
     if hidden.dtype not in (torch.bfloat16, torch.float16):
         raise AdvisorError(f"the fp8 GEMV takes bf16 or fp16 hidden states; got {hidden.dtype} (cast them)")
     if hidden.dim() != 2 or hidden.shape[1] != weights.hidden:
@@ -156,7 +159,7 @@ def _check_inputs(hidden, weights: f8.Fp8Weights, topk_ids):
         raise AdvisorError(f"topk_ids is {tuple(topk_ids.shape)}; expected [M={hidden.shape[0]}, top_k]")
 
 
-def gemv_gemm1(hidden, weights: f8.Fp8Weights, topk_ids, config: Config = DEFAULT_CONFIG) -> torch.Tensor:
+def gemv_gemm1(hidden, weights: Fp8Weights, topk_ids, config: Config = DEFAULT_CONFIG) -> torch.Tensor:
     """[M * top_k, I] in hidden's dtype: silu(gate) * up of each (token, expert) pair, pair t * top_k + k."""
     _check_inputs(hidden, weights, topk_ids)
     check_config(config, weights.scaling)
@@ -172,7 +175,7 @@ def gemv_gemm1(hidden, weights: f8.Fp8Weights, topk_ids, config: Config = DEFAUL
     return act
 
 
-def gemv_gemm2(act, weights: f8.Fp8Weights, topk_weights, topk_ids, out_dtype=None,
+def gemv_gemm2(act, weights: Fp8Weights, topk_weights, topk_ids, out_dtype=None,
                config: Config = DEFAULT_CONFIG) -> torch.Tensor:
     """[M, H]: sum over k of topk_weights[t, k] * act[t * top_k + k] @ w2[topk_ids[t, k]]^T, in out_dtype
     (act's by default), accumulated in float32."""
@@ -194,7 +197,7 @@ def gemv_gemm2(act, weights: f8.Fp8Weights, topk_weights, topk_ids, out_dtype=No
     return out
 
 
-def fused_moe_fp8_gemv(hidden, weights: f8.Fp8Weights, topk_weights, topk_ids, config: Config = DEFAULT_CONFIG,
+def fused_moe_fp8_gemv(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: Config = DEFAULT_CONFIG,
                        config2: Config | None = None) -> torch.Tensor:
     """The weight-only fp8 layer in two launches (no align, no quantiser, no sum kernel): [M, H] in hidden's
     dtype; `kernels.fused_moe_fp8.layer_reference(..., weight_only=True)` is its float32 reference."""

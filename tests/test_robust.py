@@ -71,6 +71,13 @@ def test_structural_problems(params, warps, stages, needle):
     assert why and needle in why
 
 
+def test_a_bool_under_a_block_like_name_is_a_flag_not_a_size():
+    # kernels/fused_moe_fp8_gemv.py's BLOCK_SCALED=False stopped `advisor ceiling --call` on it.
+    assert structural_problem(Config({"BLOCK_ROWS": 16, "BLOCK_K": 512, "BLOCK_SCALED": False}, 4, 1)) is None
+    assert "BLOCK_K=48 is not a power of two" in structural_problem(
+        Config({"BLOCK_K": 48, "BLOCK_SCALED": True}, 4, 1))
+
+
 def test_valid_configs_pass_and_the_precheck_is_asked():
     h100, l4 = get_spec("h100"), get_spec("l4")
     config = Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 7}, 8, 4)
