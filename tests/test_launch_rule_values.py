@@ -391,3 +391,26 @@ def test_a_matmul_swizzle_group_never_divides_the_grid(tmp_path):
     assert not any("GROUP_M" in n and "cdiv" in n for n in rule.notes()), rule.notes()
     # the two sizes tie by value (all 4096): the grid is kept, and a config that changes a tile is not ranked
     assert rule.unknown_grid(launch.config.replace(BLOCK_M=64)) and rule(launch.config) == launch
+
+
+# ------------------------------------------------------------------------------ a kernel file of this project
+
+GEMV_FILE = Path(__file__).resolve().parents[1] / "kernels" / "fused_moe_fp8_gemv.py"
+
+
+@pytest.mark.parametrize("experts, hidden, rows, top_k", [(128, 2048, 384, 8), (8, 4096, 14336, 2)])
+def test_a_gemv_grid_follows_its_row_tile_and_not_its_k_step_in_a_helper(experts, hidden, rows, top_k):
+    """kernels/fused_moe_fp8_gemv.py, captured from a call without a GPU: grid (cdiv(2I, BLOCK_ROWS), pairs).
+    BLOCK_K is the K step of a loop in a JIT helper (`range(0, tl.cdiv(K, BLOCK_K))`), so cdiv(K, BLOCK_K)
+    explains no axis (it had read 24 row blocks as 4 K steps x 6); the 8 pairs of axis 1 equal cdiv(128
+    experts, BLOCK_ROWS = 16), but the kernel multiplies only program_id(0) by BLOCK_ROWS."""
+    from advisor.capture.call import capture_call
+
+    call = (f"gemv_gemm1(randn(1, {hidden}, bf16), Fp8Weights(randn({experts}, {rows}, {hidden}, bf16), "
+            f"randn({experts}, {hidden}, {rows // 2}, bf16), 'channel'), torch.arange({top_k}, dtype=i32)"
+            f".view(1, {top_k}), DEFAULT_CONFIG)")
+    (launch,) = [getattr(x, "launch", x) for x in capture_call(GEMV_FILE, call, "h100").launches]
+    rule = launch_rule(launch)
+    assert launch.grid == (rows // 16, top_k) and not rule.unsure
+    assert rule.grid(launch.config.replace(BLOCK_ROWS=4)) == (rows // 4, top_k)
+    assert rule.grid(launch.config.replace(BLOCK_K=128)) == launch.grid

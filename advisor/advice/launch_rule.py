@@ -212,11 +212,16 @@ def _resized(t: TensorArg, resize: dict[int, int]) -> TensorArg:
 
 
 def _kernel_def(launch: Launch) -> ast.FunctionDef | None:
+    return _file_defs(launch).get(launch.kernel)
+
+
+def _file_defs(launch: Launch) -> dict[str, ast.FunctionDef]:
+    """The functions defined at the top of the launch's source file, by name (the kernel and its helpers)."""
     try:
         tree = ast.parse(Path(launch.source).read_text())
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return None
-    return next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == launch.kernel), None)
+        return {}
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -236,10 +241,26 @@ def pid_scaled_tiles(kernel: ast.FunctionDef | None, params: set[str]) -> set[st
     """The config's parameters (`params`) that the kernel multiplies a program id by (cta_start = pid *
     TILE_N * tiles_per_cta), directly or through names assigned from them: each sets how much work one
     program covers, so the grid follows it, whether or not the recorded launch's numbers tell how."""
+    return set(pid_scaled_axes(kernel, params))
+
+
+def _pid_axis(call: ast.Call) -> int | None:
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "axis"), None)
+    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, int) else None
+
+
+def pid_scaled_axes(kernel: ast.FunctionDef | None, params: set[str]) -> dict[str, set[int | None]]:
+    """`pid_scaled_tiles` with the grid axes whose program id each is multiplied by (None: an axis the
+    source does not spell as a constant): `tl.program_id(0) * BLOCK_ROWS` ties BLOCK_ROWS to axis 0."""
     if kernel is None:
-        return set()
+        return {}
     tiles = {p: {p} for p in params}  # name -> the parameters it carries
-    pids: set[str] = set()
+    pids: dict[str, set[int | None]] = {}  # name -> the axes whose program id it follows
+
+    def axes_of(node: ast.AST) -> set[int | None]:
+        found = {_pid_axis(c) for c in ast.walk(node) if isinstance(c, ast.Call) and _callee(c) == "program_id"}
+        return found.union(*(pids[x] for x in _names(node) if x in pids))
+
     assigns = [(n.targets, n.value) for n in ast.walk(kernel) if isinstance(n, ast.Assign)]
     assigns += [([n.target], n.value) for n in ast.walk(kernel) if isinstance(n, ast.AnnAssign) and n.value]
     # index arithmetic only: a value loaded through a program's pointer is data, not a position
@@ -247,19 +268,21 @@ def pid_scaled_tiles(kernel: ast.FunctionDef | None, params: set[str]) -> set[st
     for _ in range(3):  # names built from names: a few passes reach the fixed point of a kernel body
         for targets, value in assigns:
             carried = set().union(*(tiles.get(x, set()) for x in _names(value)))
-            from_pid = _calls(value, "program_id") or bool(_names(value) & pids)
+            from_pid = axes_of(value)
             for target in targets:
                 if isinstance(target, ast.Name):
                     if carried and target.id not in params:
                         tiles[target.id] = tiles.get(target.id, set()) | carried
                     if from_pid:
-                        pids.add(target.id)
-    scaled: set[str] = set()
+                        pids[target.id] = pids.get(target.id, set()) | from_pid
+    scaled: dict[str, set[int | None]] = {}
     for node in ast.walk(kernel):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and not _calls(node, "load"):
             for a, b in ((node.left, node.right), (node.right, node.left)):
-                if _calls(a, "program_id") or _names(a) & pids:
-                    scaled |= set().union(*(tiles.get(x, set()) for x in _names(b)))
+                axes = axes_of(a)
+                if axes:
+                    for tile in set().union(*(tiles.get(x, set()) for x in _names(b))):
+                        scaled[tile] = scaled.get(tile, set()) | axes
     return scaled
 
 
@@ -295,35 +318,62 @@ def grid_stride_axes(kernel: ast.FunctionDef | None) -> set[int]:
     return strided
 
 
-def walked_tiles(kernel: ast.FunctionDef | None, launch: Launch, spellings: Sequence[str] = SIZE_SPELLINGS) -> set[str]:
-    """The tiles the kernel walks its named size by in a loop (`for k in range(0, K, BLOCK_SIZE_K)`): each
-    program covers that size whole, so cdiv(size, tile) counts no programs of the grid, whatever the numbers
-    say (torchao's colwise fp8 cast: E = 128 experts read as cdiv(K = 2048, BLOCK_SIZE_K = 128) x 8, RESULTS 37)."""
+def _loop_args(fn_def: ast.FunctionDef, defs: dict[str, ast.FunctionDef], rename: dict[str, set[str]] | None = None,
+               depth: int = 0) -> list[list[set[str]]]:
+    """Per `range`/`static_range` call of a kernel and of the JIT helpers of its file it passes names to
+    (a few levels deep), the names in each argument, as the kernel spells them (a helper's parameter
+    stands for the names of what the kernel passed it)."""
+    def outer(names: set[str]) -> set[str]:
+        return names if rename is None else set().union(*(rename.get(n, set()) for n in names))
+
+    out = []
+    for node in ast.walk(fn_def):
+        if not isinstance(node, ast.Call):
+            continue
+        if _callee(node) in ("range", "static_range"):
+            out.append([outer(_names(a)) for a in node.args])
+        helper = defs.get(getattr(node.func, "id", ""))
+        if helper is not None and helper is not fn_def and depth < 3:
+            params = [a.arg for a in helper.args.args]
+            passed = {params[i]: outer(_names(a)) for i, a in enumerate(node.args) if i < len(params)}
+            passed.update({k.arg: outer(_names(k.value)) for k in node.keywords if k.arg})
+            out += _loop_args(helper, defs, passed, depth + 1)
+    return out
+
+
+def walked_tiles(kernel: ast.FunctionDef | None, launch: Launch, spellings: Sequence[str] = SIZE_SPELLINGS,
+                 defs: dict[str, ast.FunctionDef] | None = None) -> set[str]:
+    """The tiles the kernel walks its named size by in a loop (`for k in range(0, K, BLOCK_SIZE_K)`, or a trip
+    count `range(0, tl.cdiv(K, BLOCK_K))`, in the kernel or a JIT helper of its file, `defs`, it passes them
+    to): each program covers that size whole, so cdiv(size, tile) counts no programs of the grid, whatever the
+    numbers say (torchao's colwise fp8 cast: E = 128 experts read as cdiv(K = 2048, BLOCK_SIZE_K = 128) x 8,
+    RESULTS 37; this project's fp8 GEMV: 24 row blocks read as cdiv(K = 2048, BLOCK_K = 512) x 6)."""
     if kernel is None:
         return set()
     walked = set()
-    loops = [n for n in ast.walk(kernel) if isinstance(n, ast.Call) and _callee(n) in ("range", "static_range")
-             and len(n.args) >= 3]
+    loops = _loop_args(kernel, defs or {})
     for name in launch.config.params:
         m = TILE_PARAM.match(name)
         if not m:
             continue
         sizes = {spelling.format(x=m.group(3).lower()) for spelling in spellings}
-        for loop in loops:
-            stop, step = loop.args[1], loop.args[2]
-            if {n.lower() for n in _names(stop)} & sizes and name in _names(step):
+        for args in loops:
+            stepped = len(args) >= 3 and {n.lower() for n in args[1]} & sizes and name in args[2]
+            counted = any({n.lower() for n in a} & sizes and name in a for a in args)
+            if stepped or counted:
                 walked.add(name)
     return walked
 
 
 def launch_rule(launch: Launch) -> LaunchRule:
     """The launch rule of a recorded launch: which tiles divide which grid axis, and its padded sizes."""
-    kernel = _kernel_def(launch)  # the source, parsed once for its questions
+    defs = _file_defs(launch)  # the source, parsed once for its questions
+    kernel = defs.get(launch.kernel)
     persistent = {a for a in grid_stride_axes(kernel) if a < len(launch.grid)}
-    walked = walked_tiles(kernel, launch)
+    walked = walked_tiles(kernel, launch, defs=defs)
     tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)
                                                         if n not in walked]
-    padded = padded_sizes(launch, {n for n, _ in tiles})
+    padded = padded_sizes(launch, {n for n, _ in tiles} | walked)  # a walked tile counts no programs
     inferred = [(p.tile, p.value) for p in padded]
     tiles += inferred
     axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]] = []
@@ -356,13 +406,14 @@ def launch_rule(launch: Launch) -> LaunchRule:
     padded = [p for p in padded if p.tile in used]
     # sizes the names explained: no value coincidence may explain another axis with them
     named_values = {dim(current) for combo, _ in axes for _, dim in combo}
-    axes, inferred, unsure = explain_by_value(launch, axes, named_values, persistent)
+    scaled_axes = pid_scaled_axes(kernel, set(current.params))
+    axes, inferred, unsure = explain_by_value(launch, axes, named_values, persistent, scaled_axes)
     # An axis nothing explained is kept as recorded; a tile a program id is scaled by still moves it, in a
     # way the numbers did not tell (FlagGems' histogram: m * cdiv(n, tiles_per_cta * TILE_N)): such
     # configs are not ranked, as for a tie (RESULTS 34c: TILE_N 1024 -> 512 left half the rows uncounted).
     unexplained = [i for i, (combo, size) in enumerate(axes) if not combo and size >= 2 and i not in persistent]
     explained = {name for combo, _ in axes for name, _ in combo}
-    moving = (pid_scaled_tiles(kernel, set(current.params)) - explained - set(unsure)) if unexplained else set()
+    moving = (set(scaled_axes) - explained - set(unsure)) if unexplained else set()
     if moving:
         unsure = set(unsure) | moving
         inferred.append(f"grid axis {', '.join(map(str, unexplained))} kept as recorded: no tile explains it, "
