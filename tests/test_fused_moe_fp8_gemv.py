@@ -19,6 +19,7 @@ CASES = [
     pytest.param(1, 8, 2, 256, 64, (16, 128, 4), "uniform", id="M1"),
     pytest.param(3, 8, 2, 384, 96, (8, 256, 2), "hot", id="M3-hot-K-past-last-step-I96"),
     pytest.param(2, 16, 4, 200, 40, (32, 128, 4), "uniform", id="M2-k4-oddK-I40-partial-rows"),
+    pytest.param(3, 16, 6, 256, 64, (8, 128, 2), "uniform", id="M3-k6-experts-padded-to-8"),
 ]
 SCALINGS = pytest.mark.parametrize("scaling", ["block", "channel"])
 
