@@ -304,9 +304,8 @@ def run_gemm1(shape, m, failed, device, device_name, dry, deadline, timer) -> di
                                       "mismatches": int((q_ex.float() != q_ref.float()).sum())
                                       + int((s_ex != s_ref).sum())}
         part["rows"] = time_configs(case, case_configs(m, e, top_k, dry, scaling), failed, lab, deadline, timer)
-        ok = [r for r in part["rows"] if r["status"] == "ok"]
-        if ok:
-            best = min(ok, key=lambda r: r["us"])
+        best = fastest(part["rows"])
+        if best:
             config = parse_label(best["config"])
             part["best"] = {"config": best["config"], "gemm_us": best["gemm_us"], "with_quant_us": best["us"],
                             "rel_error_vs_bf16": best["rel_error_vs_bf16"], "rel_error": best["rel_error"]}
@@ -421,12 +420,13 @@ def write_from(path: Path) -> int:
         if form == "gemv" and not gemv_wins(r):  # the GEMV file holds the counts where its layer won
             continue
         for gemm in (1, 2):
-            ok = [x for x in r.get(f"gemm{gemm}", []) if x["status"] == "ok"]
-            if ok:
-                best = min(ok, key=lambda x: x["us"])
+            rows = r.get(f"gemm{gemm}", [])
+            best = fastest(rows)
+            if best:
                 key = (r["e"], r["inter"], r["scaling"], gemm)
+                compared = sum(x["status"] == "ok" for x in rows)
                 tables.setdefault(key, {})[r["m"]] = moe_configs.MeasuredEntry(parse_label(best["config"]),
-                                                                                best["us"], len(ok))
+                                                                                best["us"], compared)
     source = {1: "benchmarks/moe_fp8.py --tune: fp8 GEMM1 (SiLU-and-mul fused, interleaved w1) with its activation "
                  f"quantiser ({doc.get('quantiser', 'IEEE division')}), CUDA graph median",
               2: "benchmarks/moe_fp8.py --tune: fp8 GEMM2 (router weight and top-k sum fused, float32 atomics) with "
@@ -443,6 +443,11 @@ def write_from(path: Path) -> int:
         moe_configs.write_config_file(target, table, meta)
         print("wrote", target.relative_to(Path.cwd()) if target.is_relative_to(Path.cwd()) else target)
     return 0
+
+
+def fastest(rows) -> dict | None:
+    """The timed row ("status" ok) with the least "us", or None."""
+    return min((r for r in rows if r["status"] == "ok"), key=lambda r: r["us"], default=None)
 
 
 def gemv_wins(row) -> bool:

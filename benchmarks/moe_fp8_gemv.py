@@ -118,7 +118,6 @@ class Case:
         self.ref_layer = f8.layer_reference(self.hidden, self.fp8, self.weights, self.ids, weight_only=True)
         self.ref_w8a8 = f8.layer_reference(self.hidden, self.fp8, self.weights, self.ids)
         self.ref_bf16 = fm.fused_moe_reference(*self.tensors)
-        self.w1_il = None
         del w1_dq, w2_dq
 
 
@@ -143,11 +142,6 @@ def time_gemvs(case, configs, failed, key, deadline, timer) -> tuple[list, list]
             except Exception as exc:  # a launch failure is recorded, not fatal
                 rows.append({**row, "status": "failed", "why": f"{type(exc).__name__}: {exc}"[:300]})
     return rows1, rows2
-
-
-def best(rows):
-    ok = [r for r in rows if r["status"] == "ok"]
-    return min(ok, key=lambda r: r["us"]) if ok else None
 
 
 def time_layers(case, shape, m, scaling, c1, c2, wo_configs, device_name, dry, timer) -> dict:
@@ -225,7 +219,7 @@ def weight_only_configs(path: Path | None, shape_label, m, scaling):
         return None
     for r in json.loads(path.read_text())["tune"]:
         if r.get("shape") == shape_label and r["m"] == m and r["scaling"] == scaling and "gemm1" in r:
-            b1, b2 = best(r["gemm1"]), best(r["gemm2"])
+            b1, b2 = moe_fp8.fastest(r["gemm1"]), moe_fp8.fastest(r["gemm2"])
             return (parse_label(b1["config"]), parse_label(b2["config"])) if b1 and b2 else None
     return None
 
@@ -278,7 +272,7 @@ def main(argv=None) -> int:
                                                         deadline, timer)
                 if not dry:
                     row["bf16_gemm1_us"] = bf16_gemm1_us(case, shape, m, device_name, timer)
-                b1, b2 = best(row["gemm1"]), best(row["gemm2"])
+                b1, b2 = moe_fp8.fastest(row["gemm1"]), moe_fp8.fastest(row["gemm2"])
                 if b1 and b2:
                     c1, c2 = parse_label(b1["config"]), parse_label(b2["config"])
                     wo = weight_only_configs(args.wo_json, lab, m, scaling)
@@ -321,7 +315,7 @@ def print_table(doc: dict) -> None:
         if "layers" not in r:
             continue
         engine = anchors.get((r["shape"], r["m"]), (None,))[0]
-        b1, b2 = best(r["gemm1"]), best(r["gemm2"])
+        b1, b2 = moe_fp8.fastest(r["gemm1"]), moe_fp8.fastest(r["gemm2"])
         if engine:
             ratios.append(engine / b1["us"])
         layers = r["layers"]

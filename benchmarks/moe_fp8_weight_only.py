@@ -95,8 +95,8 @@ def weight_only_case(shape, m, device, scaling, seed=0, hot=0):
 
     _, e, top_k, h, inter, _ = shape
     case = moe_fp8.Gemm1Case(e, top_k, h, inter, m, device, scaling, seed=seed, hot=hot)
-    w1_q = case.w1_il_q.view(case.w1_il_q.shape[0], inter, 2, h).transpose(1, 2).reshape(-1, 2 * inter, h)
-    case.ref_wo = f8.gemm1_reference(case.a, None, f8.dequantize_weights(w1_q, case.w1_scales), case.ids)
+    w1_dq = f8.dequantize_weights(f8.deinterleave_fp8(case.w1_il_q), case.w1_scales)
+    case.ref_wo = f8.gemm1_reference(case.a, None, w1_dq, case.ids)
     return case
 
 
@@ -113,9 +113,8 @@ def run_case(shape, m, scaling, failed, device, device_name, dry, deadline, time
     row["gemm2"] = moe_fp8.time_gemm2(e, top_k, h, inter, m, case.ids, case.weights.float(), scaling,
                                       tiles(m, e, top_k, scaling, dry), wo_failed, lab, deadline, timer, device,
                                       weight_only=True)
-    ok = [r for r in row["gemm1"] if r["status"] == "ok"]
-    if ok:
-        best = min(ok, key=lambda r: r["us"])
+    best = moe_fp8.fastest(row["gemm1"])
+    if best:
         del case
         hot = weight_only_case(shape, m, device, scaling, seed=1, hot=2)
         row["hot_rel_error"] = moe_fp8._checked(hot, hot.fp8_runner(parse_label(best["config"]), weight_only=True),
@@ -126,8 +125,7 @@ def run_case(shape, m, scaling, failed, device, device_name, dry, deadline, time
 
 
 def best_us(rows) -> float | None:
-    ok = [r["us"] for r in rows if r["status"] == "ok"]
-    return min(ok) if ok else None
+    return (moe_fp8.fastest(rows) or {}).get("us")
 
 
 def main(argv=None) -> int:
@@ -177,7 +175,7 @@ def print_table(doc: dict) -> None:
         a8 = r["w8a8"]
         g1, g2 = best_us(r["gemm1"]), best_us(r["gemm2"])
         a8_sum = sum(x for x in (a8["gemm1_us"], a8["gemm2_us"], a8["act_quant_us"]) if x) or None
-        best = min((x for x in r["gemm1"] if x["status"] == "ok"), key=lambda x: x["us"], default={})
+        best = moe_fp8.fastest(r["gemm1"]) or {}
         print(f"{r['shape']:<22}{r['m']:>5}{r['scaling'][:2]:>4}{engine or 0:>8.1f}{a8['gemm1_us'] or 0:>9.1f}"
               f"{g1 or 0:>9.1f}{(engine / g1 if engine and g1 else 0):>7.3f}{a8_sum or 0:>10.1f}"
               f"{(g1 + g2 if g1 and g2 else 0):>9.1f}  {best.get('config', '-')}")

@@ -56,6 +56,12 @@ def interleave_fp8(w_q: torch.Tensor) -> torch.Tensor:
     return ff.interleave_gate_up(w_q.view(torch.uint8)).view(FP8)
 
 
+def deinterleave_fp8(w_il: torch.Tensor) -> torch.Tensor:
+    """`interleave_fp8` undone: [E, 2I, H] with gate rows, then up rows, as w1 comes."""
+    e, two_i, h = w_il.shape
+    return w_il.view(torch.uint8).view(e, two_i // 2, 2, h).transpose(1, 2).reshape(e, two_i, h).view(FP8)
+
+
 @triton.jit
 def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr,
               expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
@@ -267,15 +273,19 @@ class Fp8Weights:
 
     def dequantized(self) -> tuple[torch.Tensor, torch.Tensor]:
         """float32 w1 (gate rows then up rows) and w2, what the fp8 values stand for."""
-        e, two_i, h = self.w1_il.shape
-        w1_q = self.w1_il.view(torch.uint8).view(e, two_i // 2, 2, h).transpose(1, 2).reshape(e, two_i, h)
-        return dequantize_weights(w1_q.view(FP8), self.w1_scales), dequantize_weights(self.w2, self.w2_scales)
+        return (dequantize_weights(deinterleave_fp8(self.w1_il), self.w1_scales),
+                dequantize_weights(self.w2, self.w2_scales))
 
 
 # The layer's forms: "w8a8" (activations quantised, fp8 MMA), "w8a16" (weight-only: 16-bit activations,
 # weights widened in registers, 16-bit MMA) and "gemv" (`kernels.fused_moe_fp8_gemv`: weight-only GEMVs
 # per (token, expert) pair, no align, for a few tokens).
 FORMS = ("w8a8", "w8a16", "gemv")
+
+
+def _check_form(form: str) -> None:
+    if form not in FORMS:
+        raise AdvisorError(f"form={form!r} is not an fp8 layer form; use one of {', '.join(FORMS)}")
 
 
 def config_path(num_experts: int, inter: int, device_name: str, scaling: str, gemm: int, form: str = "w8a8"
@@ -285,8 +295,7 @@ def config_path(num_experts: int, inter: int, device_name: str, scaling: str, ge
     for the weight-only forms; `block_shape=[128,128]` for blocks)."""
     from kernels import moe_configs  # late: moe_configs imports kernels.fused_moe
 
-    if form not in FORMS:
-        raise AdvisorError(f"form={form!r} is not an fp8 layer form; use one of {', '.join(FORMS)}")
+    _check_form(form)
     folder = moe_configs.SHIPPED_DIR / "fp8" / scaling / ("gemv" if form == "gemv" else "")
     folder = folder / ("gemm2" if gemm == 2 else "")
     block = (SCALE_BLOCK, SCALE_BLOCK) if _groups(scaling)[0] > 1 else None
@@ -351,8 +360,7 @@ def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: C
     inter = weights.two_i // 2
     if form is None:
         form = choose_form(m, weights.num_experts, inter, device_name, weights.scaling)
-    if form not in FORMS:
-        raise AdvisorError(f"form={form!r} is not an fp8 layer form; use one of {', '.join(FORMS)}")
+    _check_form(form)
     if form != "w8a8" and hidden.dtype not in (torch.bfloat16, torch.float16):
         raise AdvisorError(f"the {form} form takes bf16 or fp16 hidden states; got {hidden.dtype} (cast them, "
                            "or pass form='w8a8')")

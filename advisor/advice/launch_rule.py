@@ -26,7 +26,7 @@ any name or value could explain it: a tile's value that happens to divide the wo
 it, and a grid that followed it left programs' partial sums unwritten (RESULTS 34c). And an axis nothing
 explains is kept as recorded only for tiles that do not set a program's share of the work: a parameter the
 kernel multiplies a program id by (`start = pid_n * TILE_N * tiles_per_cta`) moves the grid in a way the
-numbers did not tell, so configs that change it are not ranked (`pid_scaled_tiles`).
+numbers did not tell, so configs that change it are not ranked (`pid_scaled_axes`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from itertools import combinations
 from pathlib import Path
 
 from advisor.advice.grid_values import explain_by_value
+from advisor.advice.operands import axis_arg
 from ceilings.launch import Config, Launch, TensorArg
 
 TILE_PARAM = re.compile(r"^(BLOCK|TILE)(_SIZE)?_([A-Z0-9]+)$")
@@ -211,10 +212,6 @@ def _resized(t: TensorArg, resize: dict[int, int]) -> TensorArg:
     return dataclasses.replace(t, shape=shape, stride=stride, values=None)
 
 
-def _kernel_def(launch: Launch) -> ast.FunctionDef | None:
-    return _file_defs(launch).get(launch.kernel)
-
-
 def _file_defs(launch: Launch) -> dict[str, ast.FunctionDef]:
     """The functions defined at the top of the launch's source file, by name (the kernel and its helpers)."""
     try:
@@ -237,28 +234,19 @@ def _calls(node: ast.AST, what: str) -> bool:
     return any(isinstance(n, ast.Call) and _callee(n) == what for n in ast.walk(node))
 
 
-def pid_scaled_tiles(kernel: ast.FunctionDef | None, params: set[str]) -> set[str]:
-    """The config's parameters (`params`) that the kernel multiplies a program id by (cta_start = pid *
-    TILE_N * tiles_per_cta), directly or through names assigned from them: each sets how much work one
-    program covers, so the grid follows it, whether or not the recorded launch's numbers tell how."""
-    return set(pid_scaled_axes(kernel, params))
-
-
-def _pid_axis(call: ast.Call) -> int | None:
-    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "axis"), None)
-    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, int) else None
-
-
 def pid_scaled_axes(kernel: ast.FunctionDef | None, params: set[str]) -> dict[str, set[int | None]]:
-    """`pid_scaled_tiles` with the grid axes whose program id each is multiplied by (None: an axis the
-    source does not spell as a constant): `tl.program_id(0) * BLOCK_ROWS` ties BLOCK_ROWS to axis 0."""
+    """The config's parameters (`params`) that the kernel multiplies a program id by (cta_start = pid *
+    TILE_N * tiles_per_cta), directly or through names assigned from them, each with the grid axes whose
+    program id it is multiplied by (None: an axis the source does not spell as a constant;
+    `tl.program_id(0) * BLOCK_ROWS` ties BLOCK_ROWS to axis 0). Each sets how much work one program covers,
+    so the grid follows it, whether or not the recorded launch's numbers tell how."""
     if kernel is None:
         return {}
     tiles = {p: {p} for p in params}  # name -> the parameters it carries
     pids: dict[str, set[int | None]] = {}  # name -> the axes whose program id it follows
 
     def axes_of(node: ast.AST) -> set[int | None]:
-        found = {_pid_axis(c) for c in ast.walk(node) if isinstance(c, ast.Call) and _callee(c) == "program_id"}
+        found = {axis_arg(c) for c in ast.walk(node) if isinstance(c, ast.Call) and _callee(c) == "program_id"}
         return found.union(*(pids[x] for x in _names(node) if x in pids))
 
     assigns = [(n.targets, n.value) for n in ast.walk(kernel) if isinstance(n, ast.Assign)]
@@ -297,10 +285,8 @@ def grid_stride_axes(kernel: ast.FunctionDef | None) -> set[int]:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and sub.id in named:
                 found |= named[sub.id]
-            if isinstance(sub, ast.Call) and _callee(sub) == "num_programs":
-                arg = sub.args[0] if sub.args else next((k.value for k in sub.keywords if k.arg == "axis"), None)
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
-                    found.add(arg.value)
+            if isinstance(sub, ast.Call) and _callee(sub) == "num_programs" and axis_arg(sub) is not None:
+                found.add(axis_arg(sub))
         return found
 
     named: dict[str, set[int]] = {}

@@ -109,6 +109,12 @@ def call_name(call: ast.Call) -> str | None:
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
 
 
+def axis_arg(call: ast.Call) -> int | None:
+    """The axis of `tl.program_id(a)` / `tl.num_programs(axis=a)` where the source spells it as a constant."""
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "axis"), None)
+    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, int) else None
+
+
 def kernel_def(fn) -> tuple[ast.FunctionDef, dict] | None:
     """The syntax tree of a JIT function (through Autotuner / Heuristics wrappers) and the globals its
     names resolve in; None when its source cannot be read."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from advisor.advice.operands import call_name, kernel_def
+from advisor.advice.operands import axis_arg, call_name, kernel_def
 
 _SHAPING = {"arange", "zeros", "full", "make_block_ptr", "make_tensor_descriptor", "reshape", "view",
             "broadcast_to", "zeros_like", "full_like"}
@@ -41,11 +41,6 @@ _MAX_DEPTH = 3  # helpers of helpers, as tile_roles reads them
 # ("T", t): carries tile t as a factor; ("per", t): divided by it (a count of tiles); ("shape", t): has a
 # dimension sized by it; ("scaled", t): a program id times t (where a descriptor's block of t starts)
 Label = tuple[str, object]
-
-
-def _axis(call: ast.Call) -> object:
-    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "axis"), None)
-    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, int) else None
 
 
 def _inverted(labels: set[Label]) -> set[Label]:
@@ -85,7 +80,7 @@ class _Labels:
             name = call_name(node)
             inner = set().union(set(), *(self.of(a) for a in [*node.args, *(k.value for k in node.keywords)]))
             if name == "program_id":
-                return {("pid", _axis(node))}
+                return {("pid", axis_arg(node))}
             if name == "load":  # the value read carries where its address came from, not the pointer read
                 inner = {lab for lab in inner if lab[0] != "arg"}
             if name == "cdiv" and len(node.args) == 2:  # a count of tiles: divided by T, not scaled by it
