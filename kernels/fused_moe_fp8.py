@@ -23,6 +23,7 @@ from the tuned files.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -288,6 +289,7 @@ def _check_form(form: str) -> None:
         raise AdvisorError(f"form={form!r} is not an fp8 layer form; use one of {', '.join(FORMS)}")
 
 
+@functools.lru_cache(maxsize=256)  # a layer call asks for its paths every time; building them took ~10 us each
 def config_path(num_experts: int, inter: int, device_name: str, scaling: str, gemm: int, form: str = "w8a8"
                 ) -> Path:
     """Where the tuned fp8 configs of a shape, GPU and form live: `kernels/configs/fp8/<scaling>/[gemv/]`
@@ -313,8 +315,8 @@ def choose_form(m: int, num_experts: int, inter: int, device_name: str | None, s
 
     if not device_name:
         return "w8a8"
-    path = config_path(num_experts, inter, device_name, scaling, 1, "gemv")
-    if path.exists() and m <= max(moe_configs.read_config_file(path).configs):
+    table = moe_configs.cached_config_file(config_path(num_experts, inter, device_name, scaling, 1, "gemv"))
+    if table is not None and m <= max(table.configs):
         return "gemv"
     return "w8a8"
 
@@ -330,8 +332,9 @@ def layer_configs(m: int, num_experts: int, inter: int, top_k: int, device_name:
     found = []
     for gemm in (1, 2):
         path = config_path(num_experts, inter, device_name, scaling, gemm, form) if device_name else None
-        if path is not None and path.exists():
-            found.append((moe_configs.read_config_file(path).lookup(m), str(path)))
+        table = moe_configs.cached_config_file(path) if path is not None else None
+        if table is not None:
+            found.append((table.lookup(m), str(path)))
         elif form == "gemv":
             found.append((DEFAULT_CONFIG, "default GEMV tile"))
         else:

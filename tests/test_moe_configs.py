@@ -475,3 +475,16 @@ def test_shipped_files_have_side_files_of_their_measurements(path):
     assert (SHIPPED_DIR.parents[1] / meta.source).exists()
     assert {m: e.config for m, e in meta.measured.items()} == read_config_file(path).configs
     assert all(e.compared > 50 and e.us > 0 for e in meta.measured.values())
+
+
+def test_layer_lookups_follow_a_rewritten_file_and_a_removed_one(tmp_path):
+    """get_config keeps a file's table between calls (the layers' hot path) but reads the file again once it
+    is rewritten (apply, a tuner) and stops using it once it is gone."""
+    path = tmp_path / config_file_name(8, 7168, "Some GPU")
+    write_config_file(path, ConfigTable({1: cfg(16, 32, 64, 1, 4, 2)}))
+    assert get_config(1, 8, 7168, 2, "Some GPU", tmp_path) == (cfg(16, 32, 64, 1, 4, 2), str(path))
+    write_config_file(path, ConfigTable({1: cfg(64, 128, 64, 8, 8, 3)}))
+    os.utime(path, ns=(1, 1))  # a rewrite within the file system's time resolution still changes the stamp
+    assert get_config(1, 8, 7168, 2, "Some GPU", tmp_path)[0] == cfg(64, 128, 64, 8, 8, 3)
+    path.unlink()
+    assert get_config(1, 8, 7168, 2, "Some GPU", tmp_path)[1] == "default rule"
