@@ -149,10 +149,10 @@ def plan() -> int:
     return 0
 
 
-def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_only: bool = False
-             ) -> tuple[bool, str]:
-    """Compile one (shape, config, form, scaling, A's type) of the fp8 kernel with tiny stand-ins and the real
-    integer arguments."""
+def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_only: bool = False,
+             fuse_sum: bool = True) -> tuple[bool, str]:
+    """Compile one (shape, config, form, scaling, A's type, GEMM2's form) of the fp8 kernel with tiny stand-ins
+    and the real integer arguments."""
     try:
         import torch
         import triton
@@ -167,7 +167,8 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_on
         a = torch.empty(16, 16, dtype=torch.bfloat16 if weight_only else f8.FP8, device=dev)
         w = torch.empty(1, 128, 16, dtype=f8.FP8, device=dev)
         s = torch.empty(16, dtype=torch.float32, device=dev)
-        c = torch.empty(16, 16, dtype=torch.bfloat16 if gated else torch.float32, device=dev)
+        accumulate = not gated and fuse_sum
+        c = torch.empty(16, 16, dtype=torch.float32 if accumulate else torch.bfloat16, device=dev)
         ids = torch.empty(16, dtype=torch.int32, device=dev)
         desc = fm.TensorDescriptor(w, [128, 16], [16, 1], [config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"]])
         em = triton.cdiv(fm.max_padded_tokens(m * top_k, e, config["BLOCK_SIZE_M"]), config["BLOCK_SIZE_M"])
@@ -178,8 +179,8 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_on
         rg = triton.cdiv(rows_b, f8.SCALE_BLOCK) if block else rows_b
         f8.fused_moe_fp8_kernel.warmup(
             a, None if weight_only else s, w, desc, s, c, s, ids, ids, ids, n_out, k, em, m * top_k,
-            top_k if gated else 1, 1 if gated else top_k, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out, grid=(1,),
-            GATED=gated, ACCUMULATE=not gated, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
+            top_k if gated else 1, top_k if accumulate else 1, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out,
+            grid=(1,), GATED=gated, ACCUMULATE=accumulate, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
             B_TMA=True, BLOCK_SCALED=block, A_FP8=not weight_only, compute_type=fm._TL_DTYPES[torch.bfloat16],
             num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
         return True, ""

@@ -10,10 +10,11 @@ weight row and one per token, constant over K, so they multiply the sum once in 
 is the bf16 kernel's with fp8 operands.
 
 The tile walk is `kernels.fused_moe_fused`'s (grouped order, optional persistent programs over the real
-tiles); two forms: GATED (GEMM1 on interleaved w1, SiLU-and-mul in the epilogue, bf16 out) and ACCUMULATE
-(GEMM2, router weight and top-k sum fused by float32 atomics). Weight scales stay in the layout of w1 as it
-comes (gate rows, then up rows), so a checkpoint's scales are used as they are; the kernel maps an
-interleaved row 2j + u back to row j + u * I to find its scale.
+tiles); GATED (GEMM1 on interleaved w1, SiLU-and-mul in the epilogue, bf16 out) or GEMM2 with the router
+weight fused, in two forms as the bf16 layer's: ACCUMULATE (the top-k sum fused by float32 atomics into a
+zeroed [M, H]) or stores of the weighted rows [M * top_k, H] in bf16 summed by one torch sum after it.
+Weight scales stay in the layout of w1 as it comes (gate rows, then up rows), so a checkpoint's scales are
+used as they are; the kernel maps an interleaved row 2j + u back to row j + u * I to find its scale.
 
 Weight-only (w8a16): A stays bf16/fp16 (a_scales None) and the fp8 weights widen to A's type in registers
 before a 16-bit MMA: no activation quantiser. The layer (`fused_moe_fp8`) runs one of three forms (FORMS):
@@ -142,9 +143,11 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
     offs_cn = pid_n * BN_OUT + tl.arange(0, BN_OUT)
     c_ptrs = c_ptr + c_row[:, None] * stride_cm + offs_cn[None, :]
     c_mask = token_mask[:, None] & (offs_cn[None, :] < N)
-    if ACCUMULATE:
+    if not GATED:  # GEMM2: the router weight, whether its rows are added (atomics) or stored
         weight = tl.load(topk_weights_ptr + pair, mask=token_mask, other=0.0)
-        tl.atomic_add(c_ptrs, out * weight[:, None], mask=c_mask, sem="relaxed")
+        out = out * weight[:, None]
+    if ACCUMULATE:
+        tl.atomic_add(c_ptrs, out, mask=c_mask, sem="relaxed")
     else:
         tl.store(c_ptrs, out.to(compute_type), mask=c_mask)
 
@@ -201,14 +204,15 @@ def check_config(config: Config, gated: bool, scaling: str = "block") -> None:
 
 def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_ids, expert_ids,
                     num_tokens_post_padded, top_k: int, config: Config, gated: bool, persistent: bool = False,
-                    b_tma: bool | None = None, scaling: str = "block"):
+                    b_tma: bool | None = None, scaling: str = "block", sum_topk: bool = True):
     """One GEMM of the layer in fp8, its operands quantised by `quantize_rows` / `quantize_weights` with
     `scaling` ("block" or "channel"). Weight-only (w8a16): a_q is the bf16/fp16 activation itself and
     a_scales None; the weights widen to 16 bits in registers and the MMA runs in 16 bits.
 
     gated (GEMM1): a_q [M, K] hidden, w_q = interleave_fp8(w1_q) [E, 2I, K] with w1's scales, c [M * top_k, I]
-    bf16/fp16 = silu(gate) * up. Else (GEMM2): a_q [M * top_k, K] activation, w_q [E, H, K], c [M, H] float32
-    zeroed by the caller; c[t] += weight[t, k] * a[t * top_k + k] @ w[expert]^T.
+    bf16/fp16 = silu(gate) * up. Else (GEMM2): a_q [M * top_k, K] activation, w_q [E, H, K]; sum_topk: c [M, H]
+    float32 zeroed by the caller, c[t] += weight[t, k] * a[t * top_k + k] @ w[expert]^T; else c [M * top_k, H]
+    bf16/fp16, c[p] = weight[p] * a[p] @ w[expert]^T for each (token, expert) pair p, summed by the caller.
     """
     a_fp8 = a_q.dtype == FP8
     if w_q.dtype != FP8 or not (a_fp8 or a_q.dtype in (torch.bfloat16, torch.float16)):
@@ -233,11 +237,15 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
     if gated and rows_b % 2:
         raise AdvisorError(f"w1 has {rows_b} rows per expert; the gated GEMM needs gate and up halves (2I)")
     n_out = rows_b // 2 if gated else rows_b
-    if c.shape[-1] != n_out or (not gated and c.dtype != torch.float32):
+    accumulate = not gated and sum_topk
+    if c.shape[-1] != n_out or (accumulate and c.dtype != torch.float32):
         raise AdvisorError(f"C is {tuple(c.shape)} {c.dtype}; this GEMM writes {n_out} columns"
-                           + ("" if gated else " of float32"))
-    if gated and c.dtype not in fm._TL_DTYPES:
-        raise AdvisorError(f"GEMM1 writes bf16 or fp16; C is {c.dtype}")
+                           + (" of float32 (the top-k sum by atomics)" if accumulate else ""))
+    if not accumulate and c.dtype not in fm._TL_DTYPES:
+        raise AdvisorError(f"{'GEMM1' if gated else 'GEMM2 with sum_topk=False'} writes bf16 or fp16; C is {c.dtype}")
+    rows_c = topk_weights.numel() if not accumulate else topk_weights.numel() // max(top_k, 1)
+    if c.dim() != 2 or c.shape[0] != rows_c:
+        raise AdvisorError(f"C is {tuple(c.shape)}; this GEMM writes [{rows_c}, {n_out}]")
     if b_tma is None:
         b_tma = fm.tma_supported(w_q)
     b_desc = None
@@ -251,10 +259,10 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
         grid = ff.gemm_grid(em, n_out, config, gated)
     fused_moe_fp8_kernel[grid](
         a_q, a_scales, w_q, b_desc, w_scales, c, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
-        n_out, k, em, topk_weights.numel(), top_k if gated else 1, 1 if gated else top_k, grid[0],
+        n_out, k, em, topk_weights.numel(), top_k if gated else 1, top_k if accumulate else 1, grid[0],
         a_q.stride(0), a_scales.stride(0) if a_fp8 else 0, w_q.stride(0), w_q.stride(1), w_scales.stride(0),
         w_scales.stride(1), c.stride(0),
-        GATED=gated, ACCUMULATE=not gated, PERSISTENT=persistent, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
+        GATED=gated, ACCUMULATE=accumulate, PERSISTENT=persistent, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
         B_TMA=b_tma, BLOCK_SCALED=scaling == "block", A_FP8=a_fp8, compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params,
     )
@@ -289,17 +297,35 @@ def _check_form(form: str) -> None:
         raise AdvisorError(f"form={form!r} is not an fp8 layer form; use one of {', '.join(FORMS)}")
 
 
-@functools.lru_cache(maxsize=256)  # a layer call asks for its paths every time; building them took ~10 us each
-def config_path(num_experts: int, inter: int, device_name: str, scaling: str, gemm: int, form: str = "w8a8"
-                ) -> Path:
+# GEMM2's folders by its form, as the bf16 layer's (`kernels.fused_moe_fused.GEMM2_FOLDERS`): the top-k sum fused
+# by float32 atomics, or bf16 stores of the weighted rows and a sum after. Their side files time GEMM2 with its
+# zeroing and cast, or with its sum, so the two compare.
+GEMM2_FOLDERS = {True: "gemm2", False: "gemm2_stores"}
+# The stored-rows form replaces the atomics only where its GEMM2 was timed faster by more than one timing's
+# noise (4%: RESULTS 21, as advisor.advice.timed_pick.RETIME_WITHIN): within it, the layer timings of RESULTS 42
+# went either way (the H200's Mixtral channel layer at M=1024 was 5% slower with a GEMM2 2% faster alone).
+FORM_NOISE = 1.04
+
+
+def config_path(num_experts: int, inter: int, device_name: str, scaling: str, gemm: int, form: str = "w8a8",
+                fuse_sum: bool = True) -> Path:
     """Where the tuned fp8 configs of a shape, GPU and form live: `kernels/configs/fp8/<scaling>/[gemv/]`
-    (GEMM1) and its `gemm2/` folder, in the engines' names and format (`dtype=fp8_w8a8`, or `fp8_w8a16`
-    for the weight-only forms; `block_shape=[128,128]` for blocks)."""
+    (GEMM1) and, for GEMM2, its `gemm2/` folder (the sum by atomics) or `gemm2_stores/` (not fuse_sum), in
+    the engines' names and format (`dtype=fp8_w8a8`, or `fp8_w8a16` for the weight-only forms;
+    `block_shape=[128,128]` for blocks)."""
     from kernels import moe_configs  # late: moe_configs imports kernels.fused_moe
 
+    return _config_path(moe_configs.SHIPPED_DIR, num_experts, inter, device_name, scaling, gemm, form, fuse_sum)
+
+
+@functools.lru_cache(maxsize=256)  # a layer call asks for its paths every time; building one took ~10 us
+def _config_path(shipped: Path, num_experts: int, inter: int, device_name: str, scaling: str, gemm: int, form: str,
+                 fuse_sum: bool) -> Path:
+    from kernels import moe_configs
+
     _check_form(form)
-    folder = moe_configs.SHIPPED_DIR / "fp8" / scaling / ("gemv" if form == "gemv" else "")
-    folder = folder / ("gemm2" if gemm == 2 else "")
+    folder = shipped / "fp8" / scaling / ("gemv" if form == "gemv" else "")
+    folder = folder / (GEMM2_FOLDERS[fuse_sum] if gemm == 2 else "")
     block = (SCALE_BLOCK, SCALE_BLOCK) if _groups(scaling)[0] > 1 else None
     dtype = "fp8_w8a8" if form == "w8a8" else "fp8_w8a16"
     return folder / moe_configs.config_file_name(num_experts, inter, device_name, dtype, block)
@@ -321,17 +347,33 @@ def choose_form(m: int, num_experts: int, inter: int, device_name: str | None, s
     return "w8a8"
 
 
+def choose_fuse_sum(m: int, num_experts: int, inter: int, device_name: str | None, scaling: str,
+                    form: str = "w8a8") -> bool:
+    """Whether the tiled GEMM2 adds its rows into the top-k sum by atomics (True) or stores them for a sum
+    after: stores where the tuned files' side files timed GEMM2 with its sum more than FORM_NOISE faster than
+    with its atomics, zeroing and cast at the token count nearest M; True where either file or its times are
+    missing."""
+    from kernels import moe_configs
+
+    if not device_name:
+        return True
+    faster = moe_configs.faster_form({fused: config_path(num_experts, inter, device_name, scaling, 2, form, fused)
+                                      for fused in (True, False)}, m, FORM_NOISE)
+    return faster is not False
+
+
 def layer_configs(m: int, num_experts: int, inter: int, top_k: int, device_name: str | None, scaling: str,
-                  form: str = "w8a8") -> tuple[tuple[Config, str], tuple[Config, str]]:
-    """(config, where it came from) of the fp8 GEMM1 and GEMM2 of a form for M tokens: the tuned files for
-    this GPU, else the default: the GEMV's (`kernels.fused_moe_fp8_gemv.DEFAULT_CONFIG`), or the bf16
-    kernel's rule (its BLOCK_SIZE_K, 64 or 128, divides the 128-column group)."""
+                  form: str = "w8a8", fuse_sum: bool = True) -> tuple[tuple[Config, str], tuple[Config, str]]:
+    """(config, where it came from) of the fp8 GEMM1 and GEMM2 of a form (GEMM2's: its fuse_sum form) for M
+    tokens: the tuned files for this GPU, else the default: the GEMV's
+    (`kernels.fused_moe_fp8_gemv.DEFAULT_CONFIG`), or the bf16 kernel's rule (its BLOCK_SIZE_K, 64 or 128,
+    divides the 128-column group)."""
     from kernels import moe_configs
     from kernels.fused_moe_fp8_gemv import DEFAULT_CONFIG
 
     found = []
     for gemm in (1, 2):
-        path = config_path(num_experts, inter, device_name, scaling, gemm, form) if device_name else None
+        path = config_path(num_experts, inter, device_name, scaling, gemm, form, fuse_sum) if device_name else None
         table = moe_configs.cached_config_file(path) if path is not None else None
         if table is not None:
             found.append((table.lookup(m), str(path)))
@@ -344,12 +386,14 @@ def layer_configs(m: int, num_experts: int, inter: int, top_k: int, device_name:
 
 def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: Config | None = None,
                   config2: Config | None = None, persistent: bool = False, b_tma: bool | None = None,
-                  form: str | None = None) -> torch.Tensor:
+                  form: str | None = None, fuse_sum: bool | None = None) -> torch.Tensor:
     """The layer in fp8, [M, H] in hidden's dtype. form "w8a8": quantise hidden, align, GEMM1 (SiLU-and-mul
-    fused) -> 16-bit activation, quantise it, GEMM2 with the weighted top-k sum fused into float32, cast.
+    fused) -> 16-bit activation, quantise it, GEMM2 with the router weight fused and (fuse_sum) the top-k sum
+    by float32 atomics, cast; or (not fuse_sum) weighted rows stored in hidden's dtype and one torch sum.
     "w8a16": the same with no quantiser (16-bit activations into both GEMMs). "gemv": the two GEMVs of
-    `kernels.fused_moe_fp8_gemv` (no align). None: `choose_form` for this GPU. config None: `layer_configs`
-    for this GPU and form; config2 None: the tuned GEMM2 config when config is None too, else config."""
+    `kernels.fused_moe_fp8_gemv` (no align, no fuse_sum). form None: `choose_form` for this GPU; fuse_sum
+    None: `choose_fuse_sum`. config None: `layer_configs` for this GPU, form and GEMM2 form; config2 None: the
+    tuned GEMM2 config when config is None too, else config."""
     from kernels.moe_align import moe_align_triton  # late: kernels.moe_align imports kernels.fused_moe
 
     if hidden.dim() != 2 or hidden.shape[1] != weights.hidden:
@@ -367,9 +411,12 @@ def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: C
     if form != "w8a8" and hidden.dtype not in (torch.bfloat16, torch.float16):
         raise AdvisorError(f"the {form} form takes bf16 or fp16 hidden states; got {hidden.dtype} (cast them, "
                            "or pass form='w8a8')")
+    if fuse_sum is None:
+        fuse_sum = form == "gemv" or choose_fuse_sum(m, weights.num_experts, inter, device_name, weights.scaling,
+                                                     form)
     if config is None:
         (config, _), (tuned2, _) = layer_configs(m, weights.num_experts, inter, top_k, device_name,
-                                                 weights.scaling, form)
+                                                 weights.scaling, form, fuse_sum)
         config2 = config2 or tuned2
     config2 = config2 or config
     if form == "gemv":
@@ -384,6 +431,13 @@ def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: C
     invoke_fp8_gemm(a_q, a_s, weights.w1_il, weights.w1_scales, act, topk_weights, *aligned[0], top_k=top_k,
                     config=config, gated=True, persistent=persistent, b_tma=b_tma, scaling=weights.scaling)
     act_q, act_s = (act, None) if weight_only else quantize_rows(act, weights.scaling)
+    if not fuse_sum:
+        rows = torch.empty((m * top_k, h), dtype=hidden.dtype, device=hidden.device)
+        invoke_fp8_gemm(act_q, act_s, weights.w2, weights.w2_scales, rows, topk_weights, *aligned[-1], top_k=top_k,
+                        config=config2, gated=False, persistent=persistent, b_tma=b_tma, scaling=weights.scaling,
+                        sum_topk=False)
+        # One kernel: torch sums bf16 in float32 and rounds once (as the bf16 layer's unfused GEMM2 form).
+        return rows.view(m, top_k, h).sum(dim=1)
     out = torch.zeros((m, h), dtype=torch.float32, device=hidden.device)
     invoke_fp8_gemm(act_q, act_s, weights.w2, weights.w2_scales, out, topk_weights, *aligned[-1], top_k=top_k,
                     config=config2, gated=False, persistent=persistent, b_tma=b_tma, scaling=weights.scaling)

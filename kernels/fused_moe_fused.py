@@ -316,16 +316,10 @@ def choose_fuse_sum(m: int, num_experts: int, inter: int, device_name: str | Non
 
     if not device_name:
         return True
-    times = {}
-    for fused, folder in GEMM2_FOLDERS.items():
-        path = moe_configs.FUSED_DIR / folder / moe_configs.config_file_name(num_experts, inter, device_name)
-        meta = moe_configs.read_config_meta(path) if path.exists() else None
-        if not meta or not meta.measured:
-            return True
-        key = min(meta.measured, key=lambda k: (abs(k - m), k))
-        times[fused] = meta.measured[key].us
-    return times[True] <= times[False]
-
+    name = moe_configs.config_file_name(num_experts, inter, device_name)
+    faster = moe_configs.faster_form({fused: moe_configs.FUSED_DIR / GEMM2_FOLDERS[fused] / name
+                                      for fused in (True, False)}, m)
+    return faster is not False
 
 def fused_moe_fused(hidden, w1, w2, topk_weights, topk_ids, config: Config | None = None,
                     config2: Config | None = None, fuse_act: bool = True, fuse_sum: bool | None = None,

@@ -119,22 +119,45 @@ def read_config_file(path: str | os.PathLike) -> ConfigTable:
 # reads its files' entries, not the files (reading and parsing them took 45-180 us of CPU per call on this
 # project's machine, against a 6 us decode layer on the GPU). A file rewritten in place (`advisor apply`,
 # a tuner) is read again at the next call.
-_TABLES: dict[str, tuple[tuple[int, int], ConfigTable]] = {}
+_READ: dict[tuple[str, str], tuple[tuple[int, int], Any]] = {}
 
 
-def cached_config_file(path: str | os.PathLike) -> ConfigTable | None:
-    """`read_config_file` for lookups on a hot path (the table is shared: do not change it), or None where
-    no file is."""
+def _cached(path: str | os.PathLike, read) -> Any:
     try:
         stat = os.stat(path)
     except OSError:
         return None
     stamp = (stat.st_mtime_ns, stat.st_size)
-    key = os.fspath(path)
-    hit = _TABLES.get(key)
+    key = (os.fspath(path), read.__name__)
+    hit = _READ.get(key)
     if hit is None or hit[0] != stamp:
-        hit = _TABLES[key] = (stamp, read_config_file(path))
+        hit = _READ[key] = (stamp, read(path))
     return hit[1]
+
+
+def cached_config_file(path: str | os.PathLike) -> ConfigTable | None:
+    """`read_config_file` for lookups on a hot path (the table is shared: do not change it), or None where
+    no file is."""
+    return _cached(path, read_config_file)
+
+
+def faster_form(files: dict[Any, str | os.PathLike], m: int, margin: float = 1.0) -> Any:
+    """Of config files tuned for different forms of one GEMM (key -> path, the form in use first), the key
+    whose side file measured the form fastest at its token count nearest M, where another form must beat the
+    first by more than `margin` (its time x margin under the first's); None when a file or its measured times
+    are missing (the caller's default then)."""
+    times = {}
+    for key, path in files.items():
+        meta = _cached(meta_path(path), _read_meta_file)
+        if not meta or not meta.measured:
+            return None
+        nearest = min(meta.measured, key=lambda k: (abs(k - m), k))
+        times[key] = meta.measured[nearest].us
+    if not times:
+        return None
+    first = next(iter(times))
+    best = min(times, key=times.get)
+    return best if times[best] * margin < times[first] else first
 
 
 def format_config_table(table: ConfigTable) -> str:
@@ -230,6 +253,10 @@ def read_config_meta(path: str | os.PathLike) -> ConfigMeta | None:
         raise AdvisorError(f"side file {side} cannot be read ({exc.__class__.__name__}); check its permissions "
                            "or delete it") from None
     return parse_config_meta(text, str(side))
+
+
+def _read_meta_file(side: Path) -> ConfigMeta:
+    return parse_config_meta(Path(side).read_text(), str(side))
 
 
 def format_config_meta(meta: ConfigMeta) -> str:

@@ -150,17 +150,26 @@ def test_gemm2_fp8_accumulates_weighted_rows(m, e, top_k, k, inter, tiles, kind,
                        gated=False, scaling=scaling)
     err = rel_error(out, ref)
     assert err < 1e-5, f"relative error {err:.2e} with {config.label()} (seed {seed})"
+    # The other GEMM2 form: each (token, expert) pair's weighted row stored (fp16: rounding 2^-11), summed after.
+    stored = torch.full((m * top_k, k), NAN, dtype=torch.float16)
+    f8.invoke_fp8_gemm(a_q, a_s, fp8.w2, fp8.w2_scales, stored, weights, *align, top_k=top_k, config=config,
+                       gated=False, scaling=scaling, sum_topk=False)
+    assert not torch.isnan(stored).any(), f"pairs left unwritten (seed {seed})"
+    err = rel_error(stored.float(), rows)
+    assert err < 1e-3, f"stored rows: relative error {err:.2e} with {config.label()} (seed {seed})"
 
 
 @SCALINGS
+@pytest.mark.parametrize("fuse_sum", [True, False], ids=["sum-by-atomics", "stores-then-sum"])
 @pytest.mark.parametrize("kind", ["uniform", "hot"])
-def test_fp8_layer_matches_its_reference_and_stays_near_bf16(kind, scaling, monkeypatch):
+def test_fp8_layer_matches_its_reference_and_stays_near_bf16(kind, fuse_sum, scaling, monkeypatch):
     if INTERPRETED:
         monkeypatch.setattr(f8, "quantize_rows", f8.quantize_rows_reference)
     seed, hidden, w1, w2, weights, ids = fp8_case(29, 8, 2, 128, 48, kind)
     fp8 = f8.Fp8Weights(w1, w2, scaling)
-    out = f8.fused_moe_fp8(hidden, fp8, weights, ids, make_config(16, 64, 64, 2), make_config(32, 64, 32, 1))
-    assert out.dtype == torch.bfloat16 and not torch.isnan(out).any(), f"seed {seed}"
+    out = f8.fused_moe_fp8(hidden, fp8, weights, ids, make_config(16, 64, 64, 2), make_config(32, 64, 32, 1),
+                           fuse_sum=fuse_sum)
+    assert out.dtype == torch.bfloat16 and out.shape == hidden.shape and not torch.isnan(out).any(), f"seed {seed}"
     assert rel_error(out, f8.layer_reference(hidden, fp8, weights, ids)) < TOLERANCE, f"seed {seed}"
     # What fp8 costs against the bf16 layer: a few per cent (3 mantissa bits, 128-wide scales).
     assert rel_error(out, fm.fused_moe_reference(hidden, w1, w2, weights, ids)) < 0.08, f"seed {seed}"
@@ -198,6 +207,14 @@ def test_bad_inputs_name_the_fix():
     f8.invoke_fp8_gemm(a_c, s_c, *f8.quantize_weights(torch.randn(2, 64, 128, generator=gen), "channel")[:1],
                        f8.quantize_weights(torch.randn(2, 64, 128, generator=gen), "channel")[1], c, weights, *align,
                        top_k=2, config=make_config(16, 64, 256, 1), gated=True, scaling="channel")  # any BLOCK_SIZE_K
+    w2_rows = torch.empty((6, 128), dtype=torch.float32)  # GEMM2's stored rows are 16-bit, one per pair
+    a2_q, a2_s = f8.quantize_rows_reference(torch.randn(6, 32, generator=gen))
+    with pytest.raises(AdvisorError, match="GEMM2 with sum_topk=False writes bf16 or fp16; C is torch.float32"):
+        f8.invoke_fp8_gemm(a2_q, a2_s, fp8.w2, fp8.w2_scales, w2_rows, weights, *align, top_k=2,
+                           config=make_config(16, 64, 32, 1), gated=False, sum_topk=False)
+    with pytest.raises(AdvisorError, match=r"C is \(3, 128\); this GEMM writes \[6, 128\]"):
+        f8.invoke_fp8_gemm(a2_q, a2_s, fp8.w2, fp8.w2_scales, w2_rows[:3].bfloat16(), weights, *align, top_k=2,
+                           config=make_config(16, 64, 32, 1), gated=False, sum_topk=False)
     with pytest.raises(AdvisorError, match="quantize_rows takes a 2-D"):
         f8.quantize_rows(torch.randn(2, 3, 128))
     assert math.isfinite(float(a_s.min()))
@@ -254,11 +271,11 @@ def fp8_config_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _write_measured(scaling, gemm, form, us_by_m, gpu="Test GPU"):
+def _write_measured(scaling, gemm, form, us_by_m, gpu="Test GPU", fuse_sum=True):
     from kernels import moe_configs
 
     config = make_config(16, 64, 128, 1) if form != "gemv" else make_config(1, 16, 512, 1)
-    path = f8.config_path(8, 64, gpu, scaling, gemm, form)
+    path = f8.config_path(8, 64, gpu, scaling, gemm, form, fuse_sum)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = moe_configs.ConfigMeta(gpu, "3.6.0", {m: moe_configs.MeasuredEntry(config, us, 6)
                                                  for m, us in us_by_m.items()}, "test")
@@ -286,3 +303,21 @@ def test_gemv_is_the_form_up_to_the_largest_count_its_file_holds(fp8_config_dir)
     (c1, src1), (c2, src2) = f8.layer_configs(2, 8, 64, 2, "Test GPU", "channel", form="gemv")
     assert "/gemv/" in src1 and c1 == make_config(1, 16, 512, 1) and src2 == "default GEMV tile"
     assert f8.layer_configs(1, 8, 64, 2, "Test GPU", "block", form="gemv")[0][1] == "default GEMV tile"
+
+
+def test_gemm2_form_is_the_one_its_files_timed_faster_at_the_nearest_count(fp8_config_dir):
+    """GEMM2's two forms have a folder each (gemm2: the sum by atomics; gemm2_stores: rows, then a sum); the
+    layer takes the form whose side file timed it faster at the token count nearest M (a tie: the smaller
+    count, the engines' rule) by more than a timing's noise, atomics without both."""
+    assert f8.choose_fuse_sum(64, 8, 64, "Test GPU", "block") is True  # no files
+    atomics = _write_measured("block", 2, "w8a8", {16: 5.0, 1024: 90.0, 4096: 100.0})
+    assert atomics.parent.name == "gemm2" and f8.choose_fuse_sum(1024, 8, 64, "Test GPU", "block") is True
+    stores = _write_measured("block", 2, "w8a8", {16: 6.0, 1024: 80.0, 4096: 98.0}, fuse_sum=False)
+    assert stores.parent.name == "gemm2_stores"
+    # 2% faster at 4096 is within one timing's noise (FORM_NOISE): the atomics stay.
+    assert [f8.choose_fuse_sum(m, 8, 64, "Test GPU", "block") for m in (1, 16, 520, 521, 1024, 4096)] == [
+        True, True, True, False, False, True]
+    assert f8.choose_fuse_sum(4096, 8, 64, "Test GPU", "channel") is True  # another scheme's files
+    assert f8.choose_fuse_sum(4096, 8, 64, None, "block") is True  # the CPU
+    assert f8.layer_configs(4096, 8, 64, 2, "Test GPU", "block", fuse_sum=False)[1][1] == str(stores)
+    assert f8.layer_configs(4096, 8, 64, 2, "Test GPU", "block")[1][1] == str(atomics)
