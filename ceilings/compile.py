@@ -444,9 +444,8 @@ def compile_launch(launch: Launch, arch: int = 90, use_cache: bool = True, fn=No
     kwargs.update(num_warps=launch.config.num_warps, num_stages=launch.config.num_stages)
     # The binder's first use imports Triton's gluon package, which checks that the process interprets when
     # Triton's library was built so: bind with the variable as it was then.
-    interpreted = _env(TRITON_INTERPRET="1") if _set_up_to_interpret() else contextlib.nullcontext()
     try:
-        with _quiet_knob_warnings(), interpreted:
+        with _quiet_knob_warnings(), interpret_as_imported():
             options, signature, constexprs, attrs = _binder_and_pack(fn, backend, args, kwargs)
     except (TypeError, ValueError, KeyError) as exc:  # Triton's binder refusing an argument of the launch
         raise AdvisorError(f"{launch.kernel}: the launch's arguments do not bind to the kernel's parameters "
@@ -514,6 +513,13 @@ def gpu_here(arch: int) -> bool:
 def _interpreting() -> bool:
     """Whether this process cannot compile in place: TRITON_INTERPRET is set, or was when Triton was imported."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or _set_up_to_interpret()
+
+
+def interpret_as_imported():
+    """TRITON_INTERPRET set as it was when Triton's library was built, for the time of a `with`: the first use of
+    Triton's binder or interpreter imports its gluon package, which checks that the process interprets when the
+    library was built so (a `--call` turns the variable off while host code decorates kernels)."""
+    return _env(TRITON_INTERPRET="1") if _set_up_to_interpret() else contextlib.nullcontext()
 
 
 def _set_up_to_interpret() -> bool:

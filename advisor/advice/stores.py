@@ -162,6 +162,17 @@ def accumulated_outputs(fn) -> set[str] | None:
     return {name for labels in stores or [] for kind, name in labels if kind == "arg"}
 
 
+def stored_outputs(fn) -> set[str] | None:
+    """The arguments any store or atomic of a JIT kernel writes through (in it or its helpers), with the scalars
+    their addresses are computed from; None when its source cannot be read (the caller assumes all)."""
+    found = kernel_def(fn)
+    if found is None:
+        return None
+    params = [a.arg for a in found[0].args.args]
+    stores = _store_labels(fn, {p: {("arg", p)} for p in params})
+    return None if stores is None else {name for labels in stores for kind, name in labels if kind == "arg"}
+
+
 def accumulated_tensors(fn, tensors: Iterable[tuple[str, str]]) -> set[str]:
     """Of a launch's tensors, (name, dtype) pairs, the floating ones the kernel adds into with atomics: the
     runs that check a config start them at zero (the product's `--measure`, the corpus's timing)."""

@@ -7,8 +7,12 @@ spelling inside the expression only:
 
 * tensors without data: `randn`, `rand`, `zeros`, `ones`, `empty`, each taking sizes and an optional
   dtype (`randn(8, 4096, bf16)`, `zeros((8, 4096), dtype=f32)`); they are torch `meta` tensors;
+* a tensor with data: `randint(high, sizes..., dtype)`, integers in [0, high) drawn from a fixed seed
+  (`randint(128, 4096, 8, i32)`: routing ids for 128 experts), a CPU tensor; `torch` itself makes
+  others (`torch.arange(8, dtype=i32)`). Launches whose tensors all hold data run in Triton's
+  interpreter (`advisor.capture.nogpu`), so what they compute reaches the launches after them;
 * dtypes: `f16`, `bf16`, `f32`, `f64`, `f8` (float8_e4m3fn), `f8e5` (float8_e5m2), `i8`, `i16`,
-  `i32`, `i64`, `u8`, `bool_`; and `torch` itself.
+  `i32`, `i64`, `u8`, `bool_`.
 
 The host code runs with the capture of `advisor.capture.nogpu` (nothing compiled or run, except a
 `kernel.warmup` the host code reads registers from); what it prints goes to stderr, so the
@@ -48,7 +52,21 @@ def helpers() -> dict:
     names.update((short, getattr(torch, long)) for short, long in _DTYPES.items())
     for name in _FACTORIES:
         names[name] = _factory(name)
+    names["randint"] = _randint
     return names
+
+
+def _randint(high, *sizes, dtype=None):
+    """Integers in [0, high) of the given sizes, from a fixed seed: a CPU tensor with data."""
+    import torch
+
+    shape = _factory("randint")(*sizes, dtype=dtype).shape if sizes else None
+    if not isinstance(high, int) or isinstance(high, bool) or high < 1 or shape is None:
+        raise AdvisorError(f"randint({', '.join(map(repr, (high, *sizes)))}): give the bound (a positive "
+                           "integer), sizes and optionally a dtype, e.g. randint(128, 4096, 8, i32)")
+    dtype = sizes[-1] if isinstance(sizes[-1], torch.dtype) else dtype
+    return torch.randint(0, high, tuple(shape), dtype=dtype or torch.int64,
+                         generator=torch.Generator().manual_seed(0))
 
 
 def _factory(name: str):
@@ -101,7 +119,7 @@ def _check_names(tree: ast.Expression, namespace: dict, module, call: str, path:
 
             defined = ", ".join(host_functions(module)) or "no host functions"
             raise AdvisorError(f"--call {call!r}: {node.id} is not defined in {path.name} (it defines {defined}; "
-                               f"tensors: {', '.join(_FACTORIES)}; dtypes: {', '.join(_DTYPES)})"
+                               f"tensors: {', '.join(_FACTORIES)}; with data: randint; dtypes: {', '.join(_DTYPES)})"
                                + skipped_note(module))
 
 

@@ -11,6 +11,14 @@ for the chosen GPU, torch `meta` tensors in place of CUDA ones). Launches are ta
   memory): the kernel is compiled ahead of time for the chosen GPU (`ceilings.compile`) and a
   stand-in of Triton's compiled kernel is returned, with `n_regs`, `n_spills` and
   `metadata.shared`; launching it (`compiled[grid](...)`) is recorded like any other launch.
+* launches on data: a launch whose tensors all hold data (CPU tensors, such as routing ids a call built
+  with `torch.randint`, or what an earlier launch run here computed) and are small (RUN_ON_DATA_BYTES)
+  is also run, in Triton's interpreter, so what it computes (an align's expert offsets and padded
+  count) is there for the launches after it, whose small integer tensors carry their contents into the
+  trace (`TensorArg.values`) for the generic ceiling. A launch that is not run leaves the data tensors
+  it stores into unknown (`advisor.advice.stores.stored_outputs`; all of them where its source cannot
+  be read): later launches carry no contents for them, which would be what was there before the kernel
+  would have written, not what it wrote.
 * `@triton.autotune`: there is nothing to time, so the kernel is launched once with each config
   the autotuner would benchmark (its `prune_configs_by` applied), in the list's order. The launches
   of one autotuned call form an autotune group (the trace's `autotune_groups`): alternatives of one
@@ -33,6 +41,9 @@ from advisor.capture import boot
 from ceilings import standin
 
 _DEFAULT_WARPS, _DEFAULT_STAGES = 4, 3
+# The most tensor bytes a launch may have to be run in the interpreter (module docstring): an align over
+# 32,768 (token, expert) pairs took 2.8 s here; larger data-holding launches are recorded, not run.
+RUN_ON_DATA_BYTES = 16 << 20
 _LAUNCH_OPTIONS = ("num_warps", "num_stages")
 
 
@@ -117,6 +128,43 @@ class _WarmedKernel:
         return runner
 
 
+def _interpret(jit_fn, grid: tuple, bound: dict) -> None:
+    """One launch in Triton's interpreter on CPU tensors, from a process where kernels are compiled: the
+    JIT functions it calls (its helpers, triton.language's own) are interpreted for the time of the run.
+    The interpreter swaps triton.language's functions for its own and, for a JIT function called from a
+    kernel, leaves them swapped (it expects the whole process to interpret): every compile after it failed
+    ("'block_argument' object has no attribute 'dtype'"), so what it changes is put back afterwards."""
+    import triton.language as tl
+    from triton.runtime import jit as triton_jit
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from ceilings.compile import interpret_as_imported
+
+    interpreted: dict = {}
+
+    def of(fn):
+        return interpreted.setdefault(fn, InterpretedFunction(fn))
+
+    patched = [tl, tl.core, tl.math, tl.core.tensor, getattr(tl.core, "tensor_descriptor_base", tl.core.tensor)]
+    saved = [(obj, dict(vars(obj))) for obj in dict.fromkeys(patched)]
+    original = triton_jit.JITFunction.__call__
+    triton_jit.JITFunction.__call__ = lambda self, *args, **kwargs: of(self.fn)(*args, **kwargs)
+    try:
+        with interpret_as_imported():
+            of(jit_fn.fn).run(grid=grid, warmup=False, **bound)
+    finally:
+        triton_jit.JITFunction.__call__ = original
+        for obj, before in saved:
+            for name in set(vars(obj)) - set(before):
+                delattr(obj, name)
+            for name, value in before.items():
+                if vars(obj).get(name, _MISSING) is not value:
+                    setattr(obj, name, value)
+
+
+_MISSING = object()
+
+
 class NoGPUCapture:
     """Takes over kernel launches and autotuning for a `NoGPURecorder` (see the module docstring)."""
 
@@ -125,14 +173,60 @@ class NoGPUCapture:
         launches in place of what the host code gives, so a call re-run per config launches each config
         as the host code would (its grid function and heuristics see the config)."""
         self.rec, self.spec, self.override = recorder, spec, override
+        self._unknown: set[int] = set()  # data pointers of CPU tensors a launch that was not run may have written
 
     def record(self, jit_fn, grid, bound: dict, options: dict) -> None:
         if callable(grid):
             grid = grid(dict(bound))
         grid = tuple(grid) if isinstance(grid, tuple | list) else (grid,)
-        self.rec.launch(jit_fn.fn, lambda: [p.name for p in jit_fn.params if p.is_constexpr], grid, bound,
+        known = {name: self._as_recorded(value) for name, value in bound.items()}
+        self.rec.launch(jit_fn.fn, lambda: [p.name for p in jit_fn.params if p.is_constexpr], grid, known,
                         options.get("num_warps") or _DEFAULT_WARPS,
                         options.get("num_stages") if options.get("num_stages") is not None else _DEFAULT_STAGES)
+        if not self.rec.probing():
+            self._run_on_data(jit_fn, grid, bound)
+
+    def _as_recorded(self, value):
+        """A CPU tensor whose contents are unknown, as a tensor without data (its contents are not recorded)."""
+        import torch
+
+        if isinstance(value, torch.Tensor) and not value.is_meta and value.data_ptr() in self._unknown:
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+        if isinstance(value, tuple | list):
+            return type(value)(self._as_recorded(v) for v in value)
+        return value
+
+    def _run_on_data(self, jit_fn, grid: tuple, bound: dict) -> None:
+        """Run the launch in the interpreter if its tensors all hold data, else forget the contents of the data
+        tensors it may write (module docstring)."""
+        import torch
+
+        tensors, other = [], False
+        for value in bound.values():
+            for item in value if isinstance(value, tuple | list) else (value,):
+                if isinstance(item, torch.Tensor):
+                    tensors.append(item)
+                elif hasattr(item, "data_ptr") or hasattr(item, "base"):  # a descriptor, a foreign array
+                    other = True
+        held = [t for t in tensors if not t.is_meta and t.device.type == "cpu"]
+        if not held:
+            return
+        size = sum(t.untyped_storage().nbytes() for t in held)
+        runnable = not other and len(held) == len(tensors) and size <= RUN_ON_DATA_BYTES
+        if runnable:
+            try:
+                _interpret(jit_fn, grid, bound)
+                self._unknown -= {t.data_ptr() for t in held}
+                return
+            except Exception:  # noqa: S110 - what it would have written stays unknown, as for a launch not run
+                pass
+        from advisor.advice.stores import stored_outputs
+
+        written = stored_outputs(jit_fn)
+        for name, value in bound.items():
+            for item in value if isinstance(value, tuple | list) else (value,):
+                if isinstance(item, torch.Tensor) and not item.is_meta and (written is None or name in written):
+                    self._unknown.add(item.data_ptr())
 
     def jit_run(self, jit_fn, args, kwargs, grid, warmup):
         names = {p.name for p in jit_fn.params}

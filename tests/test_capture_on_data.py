@@ -1,0 +1,86 @@
+"""`--call` without a GPU, where part of the data is real: launches whose tensors all hold data run in Triton's
+interpreter, so a later launch's guard reads what they computed (advisor/capture/nogpu.py). Fixture:
+tests/fixtures/routed_kernels.py (a count of the rows routed to expert 0, then a row kernel guarded by it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from advisor.capture.call import capture_call
+from advisor.cli import main
+from ceilings.demand import generic_demand
+from ceilings.errors import AdvisorError
+
+ROUTED = Path(__file__).resolve().parent / "fixtures" / "routed_kernels.py"
+
+
+def launches(call: str):
+    return {x.kernel: x for x in (getattr(r, "launch", r) for r in capture_call(ROUTED, call, "h100").launches)}
+
+
+def tensor(launch, name):
+    return next(t for t in launch.tensors if t.name == name)
+
+
+def test_a_count_run_on_data_reaches_the_guard_of_the_launch_after_it():
+    expected = int((torch.randint(0, 4, (1024,), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
+                    == 0).sum())
+    rows = launches("layer(randn(1024, 256), randint(4, 1024, i32))")["rows_kernel"]
+    assert tensor(rows, "n_ptr").values == (expected,)
+    # The floor counts the exp of the rows under the count only: against every row working, expected / 1024.
+    counted = generic_demand(rows)
+    everything = generic_demand(dataclasses.replace(rows, tensors=tuple(
+        dataclasses.replace(t, values=(1024,)) if t.name == "n_ptr" else t for t in rows.tensors)))
+    xu = [sum(n * w.get("xu", 0.0) for n, w in d.cta_classes) for d in (counted, everything)]
+    assert xu[0] == pytest.approx(xu[1] * expected / 1024, rel=1e-6) and xu[0] > 0
+
+
+def test_what_a_launch_not_run_may_write_is_unknown_after_it_not_what_was_there_before():
+    """The count reads x (no data): it is not run, so n holds whatever torch.empty left, which the row
+    kernel's launch must not carry as its contents (its guard is then not determined: the floor)."""
+    rows = launches("layer_counted_on_gpu(randn(1024, 256), randint(4, 1024, i32))")["rows_kernel"]
+    assert tensor(rows, "n_ptr").values is None
+    assert any("not determined by the launch" in note for note in generic_demand(rows).notes)
+
+
+def test_tensors_without_data_stay_unknown():
+    rows = launches("layer(randn(1024, 256), zeros(1024, i32))")["rows_kernel"]
+    assert tensor(rows, "n_ptr").values is None
+
+
+def test_kernels_compile_after_an_interpreted_launch(tmp_path):
+    """The interpreter swaps triton.language's functions for its own; left swapped, every later compile failed.
+    Run in a process that compiles (this suite's interprets, and compiles in a child)."""
+    call = "layer(randn(64, 128), randint(4, 64, i32))"
+    script = "\n".join([
+        "from pathlib import Path",
+        "from advisor.capture.call import capture_call",
+        "from ceilings.compile import compile_launch",
+        f"launches = capture_call(Path({str(ROUTED)!r}), {call!r}, 'h100').launches",
+        "rows = [getattr(x, 'launch', x) for x in launches][-1]",
+        "print(rows.tensors[-1].values, compile_launch(rows, 90, use_cache=False).registers > 0)"])
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), TRITON_ADVISOR_HOME=str(tmp_path / "advisor"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "True" and done.stdout.startswith("(")
+
+
+@pytest.mark.parametrize("call, says", [
+    ("layer(randn(8, 16), randint(0, 8, i32))", "randint(0, 8, torch.int32): give the bound (a positive integer)"),
+    ("layer(randn(8, 16), randint(4))", "randint(4): give the bound (a positive integer), sizes"),
+])
+def test_bad_randint_is_one_line_and_exit_2(capsys, call, says):
+    with pytest.raises(AdvisorError, match=r"randint\("):
+        capture_call(ROUTED, call, "h100")
+    assert main(["ceiling", str(ROUTED), "--call", call]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
