@@ -208,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _ceiling_args(p: argparse.ArgumentParser, detail: bool = True) -> None:
     p.add_argument("target", help="kernels/fused_moe.py, a launch JSON file, or a kernel file with --launch")
-    p.add_argument("--kernel", help="the kernel's name in TARGET (needed when the file defines several)")
+    p.add_argument("--kernel", help="the kernel's name in TARGET (needed when the file defines several); NAME#N: "
+                                    "its Nth launch (a layer that launches one kernel twice)")
     p.add_argument("--launch", help="launch JSON for a kernel file TARGET (its arguments, grid and config)")
     p.add_argument("--call", metavar="EXPR", help="a call of the kernel file's host code whose launches to use, e.g. "
                                                   "\"matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))\" (no GPU)")
@@ -238,7 +239,7 @@ def _suggest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", help="launch trace (from `advisor record`) for a kernel file TARGET")
     p.add_argument("--call", metavar="EXPR", help="a call of the kernel file's host code whose launches to advise on, "
                                                   "e.g. \"matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))\"")
-    p.add_argument("--kernel", help="only this kernel's launches")
+    p.add_argument("--kernel", help="only this kernel's launches (NAME#N: its Nth)")
     p.add_argument("--gpu", help="GPU name or short name (default: the trace's or file's GPU, else h100)")
     p.add_argument("--config-dir", help="a folder of engine config files to look in before the shipped ones")
     p.add_argument("--top-k", type=int, default=5, help="suggestions kept per launch (default 5)")

@@ -212,9 +212,10 @@ def _ceilings_of(args):
         results = ceil.launch_ceilings(args.launch, gpu, args.target, args.kernel)
         titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
     elif args.target.endswith(".py"):
+        from advisor.capture.trace import kernel_name
         from ceilings.compile import load_kernel
 
-        load_kernel(args.target, args.kernel)  # reports a broken file or a missing kernel first
+        load_kernel(args.target, kernel_name(args.kernel))  # reports a broken file or a missing kernel first
         raise AdvisorError(f"{args.target}: a ceiling needs the launch's shapes; give --launch LAUNCH.json "
                            "(or use the shipped kernels/fused_moe.py with --preset and --tokens)")
     else:
@@ -327,7 +328,7 @@ def cmd_diagnose(args) -> int:
     subjects, config = _diagnose_subjects(args, gpu)
     if args.measured is not None and len(subjects) > 1:
         raise AdvisorError(f"{args.target} has {len(subjects)} launches and --measured is one time; pick one with "
-                           "--kernel")
+                           "--kernel NAME (NAME#2 for a kernel's second launch)")
     if args.compare or args.compare_measured is not None or args.compare_variant:
         return _diagnose_compare(args, subjects, config)
     results = []

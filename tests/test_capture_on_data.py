@@ -5,6 +5,7 @@ tests/fixtures/routed_kernels.py (a count of the rows routed to expert 0, then a
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -84,3 +85,18 @@ def test_bad_randint_is_one_line_and_exit_2(capsys, call, says):
     assert main(["ceiling", str(ROUTED), "--call", call]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_kernel_hash_n_picks_the_nth_launch_of_a_kernel(capsys):
+    """A layer launches one kernel twice: `--kernel NAME#N` picks one, as `diagnose --measured` needs."""
+    call = "layer_twice(randn(64, 128), randint(4, 64, i32))"
+    assert main(["ceiling", str(ROUTED), "--call", call, "--kernel", "rows_kernel#2", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ctas"] == 32  # the second launch: half the rows
+    assert main(["ceiling", str(ROUTED), "--call", call, "--kernel", "rows_kernel#3"]) == 2
+    err = capsys.readouterr().err
+    assert "--kernel rows_kernel#3: rows_kernel has 2 launch(es) here; give rows_kernel#1 to rows_kernel#2" in err
+    assert main(["diagnose", str(ROUTED), "--call", call, "--kernel", "rows_kernel", "--measured", "5"]) == 2
+    assert "NAME#2 for a kernel's second launch" in capsys.readouterr().err
+    assert main(["diagnose", str(ROUTED), "--call", call, "--kernel", "rows_kernel#1", "--measured", "5",
+                 "--format", "json"]) == 0

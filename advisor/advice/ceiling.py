@@ -133,12 +133,11 @@ def call_ceilings(path: str | Path, call: str, gpu: GPU, kernel: str | None = No
     import dataclasses
 
     from advisor.capture.call import capture_call
-    from advisor.capture.trace import autotune_groups
+    from advisor.capture.trace import autotune_groups, select_launches
     trace = capture_call(path, call, gpu.spec.name)
     groups = {g[0]: len(g) for g in autotune_groups(trace)}
     alternatives = {j for g in autotune_groups(trace) for j in g[1:]}
-    shown = [i for i, launch in enumerate(trace.launches)
-             if i not in alternatives and not (kernel and launch.kernel != kernel)]
+    shown = select_launches(trace.launches, kernel, alternatives)
     compile_ahead([trace.launches[i] for i in shown], gpu.arch)  # in parallel, told to a progress display
     out = []
     for i in shown:

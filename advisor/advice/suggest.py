@@ -47,7 +47,7 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
     by timing, so the search shows its predicted (or measured) pick as the current config
     (`advisor.advice.autotuner_pick.stand_for_autotuner`).
     `relaunch(i)`: for launch i, config -> the launch the program makes with that config (a call re-run)."""
-    from advisor.capture.trace import autotune_groups, read_trace
+    from advisor.capture.trace import autotune_groups, read_trace, select_launches
     from ceilings.compile import load_kernel
 
     trace = trace if trace is not None else read_trace(path)
@@ -56,9 +56,10 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
     alternatives = {j for g in groups.values() for j in g[1:]}
     sourced = [launch.with_source(str(Path(kernel_file).resolve())) if kernel_file else launch
                for launch in trace.launches]
+    keep = set(select_launches(sourced, kernel, alternatives))
     out = []
     for i, launch in enumerate(sourced):
-        if i in alternatives or (kernel and launch.kernel != kernel):
+        if i not in keep:
             continue
         load_kernel(launch.source, launch.kernel)  # a missing, unreadable or broken kernel file, reported first
         known = family_subject(launch, gpu)

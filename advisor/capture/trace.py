@@ -182,6 +182,26 @@ def autotune_groups(trace: Trace, where: str = "trace") -> list[list[int]]:
     return groups
 
 
+def select_launches(launches: list[Launch], kernel: str | None, skip: Iterable[int] = ()) -> list[int]:
+    """The indices `--kernel` keeps of `launches` (those in `skip` aside): all of them (None), a kernel's
+    (NAME), or the Nth launch of that kernel in capture order (NAME#N, from 1): a layer launches one
+    kernel twice (a fused-MoE layer's two GEMMs)."""
+    name, _, nth = (kernel or "").partition("#")
+    skip = set(skip)
+    keep = [i for i, launch in enumerate(launches) if i not in skip and (not name or launch.kernel == name)]
+    if nth:
+        if not (nth.isdigit() and 1 <= int(nth) <= len(keep)):
+            raise AdvisorError(f"--kernel {kernel}: {name} has {len(keep)} launch(es) here; give {name}#1"
+                               + (f" to {name}#{len(keep)}" if len(keep) > 1 else ""))
+        keep = [keep[int(nth) - 1]]
+    return keep
+
+
+def kernel_name(kernel: str | None) -> str | None:
+    """The kernel's name in a `--kernel NAME[#N]`."""
+    return kernel.partition("#")[0] if kernel else kernel
+
+
 def read_trace(path: str | os.PathLike) -> Trace:
     """Read and check a trace, or a plain launch JSON file as a trace of launches counted once.
 
