@@ -173,6 +173,8 @@ CALIBRATION_KEYS = {
     "fma_fp32_tflops": "FP32 FMA rate (a register-resident FMA chain), TFLOP/s",
     "xu_gops": "special-function rate (MUFU.EX2 chain), Gop/s",
     "launch_us": "time per empty-kernel launch inside a CUDA graph of back-to-back launches, us",
+    "atomic_add_l2_tbs": "float32 atomic adds (relaxed, result unused) into a buffer that fits in L2, bytes, TB/s",
+    "atomic_add_dram_tbs": "float32 atomic adds into a buffer far larger than L2, bytes added, TB/s",
 }
 
 

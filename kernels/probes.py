@@ -63,6 +63,21 @@ def read_kernel(in_ptr, out_ptr, mask_elements, PASSES: tl.constexpr, BLOCK: tl.
 
 
 @triton.jit
+def atomic_add_kernel(buf_ptr, value, mask_elements, PASSES: tl.constexpr, BLOCK: tl.constexpr):
+    """Each program adds `value` into PASSES strided blocks of a power-of-two float32 buffer (wrapping by
+    `& mask`) with relaxed float32 atomics whose result is unused: the reductions a fused-MoE GEMM2 sends
+    to L2 to sum a token's top-k rows, in the same contiguous runs."""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0) * BLOCK
+    ones = tl.full((BLOCK,), 1.0, dtype=tl.float32) * value
+    for i in range(PASSES):
+        # A block starts at a multiple of BLOCK (the buffer is a multiple of it), so the adds are contiguous
+        # runs the compiler issues 4 at a time (REDG.E.ADD.F32x4), as it does for a GEMM's output tile.
+        start = tl.multiple_of((pid * BLOCK + i * step) & mask_elements, BLOCK)
+        tl.atomic_add(buf_ptr + start + tl.arange(0, BLOCK), ones, sem="relaxed")
+
+
+@triton.jit
 def empty_kernel(out_ptr, flag):
     """Does nothing when flag is 0 (the launch floor); the store keeps the kernel from being empty."""
     if flag != 0:

@@ -8,8 +8,12 @@ GEMM whose output (134 MB) dwarfs what it reads, and on one whose writes hide un
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +145,39 @@ def test_output_written_to_dram_costs_what_the_copy_probe_says():
 def test_writes_hidden_under_tensor_work_cost_nothing():
     d = diagnose(gemm("1536,2816,4096", bm=128, bn=256, bk=64, warps=8), time_us=LONG)  # tensor-bound
     assert next(c for c in d.causes if c.name == "DRAM writes").estimate_us == 0.0
+
+
+# --- atomics: the adds a launch sends to L2 at the calibration's measured atomic-add rate --------------------------
+@pytest.mark.parametrize("opcode, mods, lane_bytes", [
+    ("REDG", "E.ADD.F32x4.FTZ.RN.STRONG.GPU", 16), ("REDG", "E.ADD.F32.FTZ.RN.STRONG.GPU", 4),
+    ("RED", "E.ADD.F16x2.RN.STRONG.GPU", 4), ("ATOMG", "E.ADD.64.STRONG.GPU", 8), ("ATOMS", "ADD", 0),
+    ("STG", "E.128", 0)])
+def test_atomic_bytes_count_a_vector_reduction_whole(opcode, mods, lane_bytes):
+    from advisor.advice.diagnose_causes import atomic_bytes
+
+    assert atomic_bytes(opcode, mods) == 32 * lane_bytes
+
+
+def test_atomics_take_the_rate_of_their_side_of_the_l2():
+    from advisor.advice.diagnose_causes import atomics
+
+    us, why = atomics(3.2e8, 40e6, 50 << 20, (3.2e12, 2.8e12))
+    assert us == pytest.approx(100.0) and "within the 52 MB L2" in why
+    assert atomics(2.8e8, 60e6, 50 << 20, (3.2e12, 2.8e12))[0] == pytest.approx(100.0)
+
+
+def test_diagnose_names_the_atomic_adds_of_a_kernel_that_sums_rows_into_one():
+    """65,536 rows of 256 float32 added into one row by atomics: 67 MB at the H100 calibration's 3.2 TB/s."""
+    from advisor.cli import main
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "routed_kernels.py"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["diagnose", str(fixture), "--call", "add_rows(randn(65536, 256))", "--measured", "100",
+                     "--gpu", "h100", "--format", "json"]) == 0
+    doc = json.loads(out.getvalue())
+    doc = doc[0] if isinstance(doc, list) else doc
+    (cause,) = [c for c in doc["causes"] if c["name"] == "atomics"]
+    rate = json.loads((Path(__file__).resolve().parents[1] / "ceilings" / "calibration" /
+                       "NVIDIA_H100_80GB_HBM3.json").read_text())["values"]["atomic_add_l2_tbs"]
+    assert cause["estimate_us"] == pytest.approx(65536 * 256 * 4 / (rate * 1e12) * 1e6, rel=1e-3)

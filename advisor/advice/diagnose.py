@@ -31,11 +31,14 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
    L2 size in the grouped launch order (advisor/advice/diagnose_l2.py);
 11. DRAM writes: the output's bytes at the write cost the calibration's copy and read probes imply, past
    the binding work (advisor/advice/diagnose_causes.py);
-12. DRAM slab reads: the weights read as one K step's row segments at the probe's measured rate for such
+12. atomics: the bytes the launch's global reductions and atomics add (RED/ATOM in the SASS, vector forms
+   whole, times their executions), at the calibration's atomic-add rate into a buffer on the same side of
+   the L2 as the tensors the kernel adds into, counted in full (advisor/advice/diagnose_causes.py);
+13. DRAM slab reads: the weights read as one K step's row segments at the probe's measured rate for such
    segments against its contiguous rate, past the binding work (advisor/advice/diagnose_loop.py);
-13. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
+14. serialisation the SASS shows: calls of ptxas's 64-bit division/remainder subroutine, register
    spills (local loads and stores);
-14. unexplained.
+15. unexplained.
 Two diagnoses side by side (a change's before and after): advisor/advice/diagnose_compare.py.
 A family's shape may describe a kernel variant beyond its tiles (kernels/moe_fused_demand.py's spec does):
 `output_tile_bytes(config)` (what one tile's epilogue writes), `output_dram_bytes()` (an output written once
@@ -58,7 +61,15 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from advisor.advice.diagnose_causes import SUSTAINED_CLOCK_FRACTION, copy_read_rates, dram_writes, operand_staging
+from advisor.advice.diagnose_causes import (
+    SUSTAINED_CLOCK_FRACTION,
+    atomic_bytes,
+    atomic_rates,
+    atomics,
+    copy_read_rates,
+    dram_writes,
+    operand_staging,
+)
 from advisor.advice.diagnose_l2 import l2_rereads, weight_reuse
 from advisor.advice.diagnose_loop import dram_slab_reads, loop_causes, probe_note, probe_timing, resolution_bands
 from ceilings.errors import AdvisorError
@@ -240,6 +251,8 @@ class _Sass:
     division_body: int = 0        # instructions of the subroutine
     division_names: tuple = ()
     spill_bytes: float = 0.0      # per warp: local loads and stores
+    atomic_bytes: float = 0.0     # per warp: bytes its global reductions and atomics add
+    atomic_footprint: float = 0.0  # bytes of the floating tensors the kernel adds into
     trips: float | None = None    # the longest loop whose bound the launch determines
 
 
@@ -392,6 +405,13 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         estimates.append(("DRAM writes", *dram_writes(written, *rates_rw, dram_us, busiest_main)))
     elif loop is not None and loop.epilogue_bytes:
         notes.append(f"no calibrated DRAM copy and read probes for {spec.name}: DRAM writes not estimated")
+    if sass.atomic_bytes:
+        rates_atomic = atomic_rates(getattr(subject.gpu, "calibration", None))
+        if rates_atomic and spec.l2_bytes:
+            estimates.append(("atomics", *atomics(sass.atomic_bytes * config.num_warps * active,
+                                                  sass.atomic_footprint, spec.l2_bytes, rates_atomic)))
+        else:
+            notes.append(f"no calibrated atomic-add probe for {spec.name}: atomics not estimated")
     if probe is not None and reuse is not None and dram_us:
         # The weights each used matrix streams once: its N x K (padded) slabs, within the compulsory bytes.
         weight_bytes = min(d.dram_bytes, sum(r > 0 for r in reuse[0]) * shape.n * loop.trips * loop.tiles[2]
@@ -473,7 +493,17 @@ def _read_sass(subject, config: Config, notes: list[str]) -> _Sass:
             names.add(ins.target)
         elif ins.opcode in ("LDL", "STL"):
             out.spill_bytes += times * access_bytes(ins)
+        else:
+            out.atomic_bytes += times * atomic_bytes(ins.opcode, ins.mods)
     out.division_names = tuple(sorted(names))
+    if out.atomic_bytes:
+        from advisor.advice.stores import accumulated_tensors
+        from ceilings.compile import load_kernel
+        from ceilings.demand import _DTYPE_BYTES
+
+        added = accumulated_tensors(load_kernel(launch.source, launch.kernel),
+                                    [(t.name, t.dtype) for t in launch.tensors])
+        out.atomic_footprint = sum(t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors if t.name in added)
     return out
 
 

@@ -141,3 +141,50 @@ def dram_writes(written_bytes: float, copy_rate: float, read_rate: float, dram_u
            f"probe {copy_rate / 1e12:.2f} TB/s over reads at {read_rate / 1e12:.2f}): {extra_us:.1f} us more than at "
            f"the read rate; DRAM {dram_us + extra_us:.1f} us against {busiest_main_us:.1f} us of binding work")
     return max(0.0, min(extra_us, dram_us + extra_us - busiest_main_us)), why
+
+
+def atomic_rates(calibration_path: str | None) -> tuple[float, float] | None:
+    """(into a buffer that fits in L2, into one far larger) float32 atomic-add rates in bytes/s from a
+    calibration file (`advisor calibrate`'s atomics probe), None without them."""
+    from pathlib import Path
+
+    from ceilings.hardware import Calibration
+
+    if not calibration_path:
+        return None
+    values = Calibration.from_json(Path(calibration_path).read_text(), calibration_path).values
+    if "atomic_add_l2_tbs" not in values or "atomic_add_dram_tbs" not in values:
+        return None
+    return values["atomic_add_l2_tbs"] * 1e12, values["atomic_add_dram_tbs"] * 1e12
+
+
+def atomics(added_bytes: float, footprint_bytes: float, l2_bytes: int, rates: tuple[float, float]
+            ) -> tuple[float, str]:
+    """(estimate in us, reason) of a launch's atomic adds (a fused-MoE GEMM2 summing a token's top-k rows):
+    the bytes its reduction instructions add, at the rate the calibration's probe added bytes into a buffer
+    of the same side of the L2 (the probe: relaxed float32 adds in contiguous runs, as a GEMM's output
+    tile, 3.2 TB/s into L2 on the H100 against 2.8 past it; benchmarks/atomic_probe.py). Counted in full:
+    the L2 serves the adds while the SMs go on, but RESULTS 43 measured the fp8 GEMM2's adds costing
+    0.6-1.1 of this time over the same GEMM storing its rows."""
+    in_l2 = footprint_bytes <= l2_bytes
+    rate = rates[0] if in_l2 else rates[1]
+    us = added_bytes / rate * 1e6
+    side = "within" if in_l2 else "past"
+    why = (f"{added_bytes / 1e6:.0f} MB added by atomics into {footprint_bytes / 1e6:.1f} MB ({side} the "
+           f"{l2_bytes / 1e6:.0f} MB L2) at the atomic-add probe's {rate / 1e12:.2f} TB/s: {us:.1f} us (every lane "
+           "the instructions cover, masked rows too)")
+    return us, why
+
+
+def atomic_bytes(opcode: str, mods: str) -> int:
+    """Bytes one warp adds with a global reduction or atomic (RED, REDG, ATOM, ATOMG; not shared ATOMS): 32
+    lanes x the operand's width, a vector form counted whole (REDG.E.ADD.F32x4: 16 bytes a lane)."""
+    import re
+
+    if opcode not in ("RED", "REDG", "ATOM", "ATOMG"):
+        return 0
+    for part in mods.split("."):
+        found = re.fullmatch(r"(?:BF|F|U|S)?(8|16|32|64|128)(?:x(\d))?", part)
+        if found:
+            return 32 * int(found.group(1)) * int(found.group(2) or 1) // 8
+    return 32 * 4

@@ -44,6 +44,26 @@ def probe_l2(torch, l2_bytes: int) -> dict:
     return {"l2_read_tbs": best}
 
 
+def probe_atomics(torch, l2_bytes: int) -> dict:
+    """float32 atomic adds (relaxed, result unused) into a buffer of a quarter of L2 and into one of 1 GiB:
+    bytes added per second, the best of a few program shapes."""
+    from kernels.probes import atomic_add_kernel
+
+    programs, passes = 132 * 8, 16
+    out = {}
+    for key, elements in (("atomic_add_l2_tbs", 1 << ((l2_bytes // 16).bit_length() - 1)),
+                          ("atomic_add_dram_tbs", 1 << 28)):
+        buf = torch.zeros(elements, device="cuda")
+        rates = []
+        for block, warps in ((1024, 4), (2048, 8), (512, 4)):
+            us = _graph_us(lambda b=block, w=warps, buf=buf, n=elements: atomic_add_kernel[(programs,)](
+                buf, 1.0, n - 1, PASSES=passes, BLOCK=b, num_warps=w), 5)
+            rates.append(programs * passes * block * 4 / us / 1e6)
+        out[key] = max(rates)
+        del buf
+    return out
+
+
 def probe_tensor(torch) -> dict:
     n = 8192
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -91,7 +111,7 @@ def calibrate(out_dir: str | Path | None = None) -> tuple[Calibration, Path]:
     spec = get_spec(name)
     values: dict[str, float] = {}
     for probe in (probe_launch, probe_dram, lambda t: probe_l2(t, spec.l2_bytes or 50 << 20), probe_tensor,
-                  probe_fma_xu):
+                  probe_fma_xu, lambda t: probe_atomics(t, spec.l2_bytes or 50 << 20)):
         values.update(probe(torch))
         torch.cuda.empty_cache()
     values = {k: round(v, 4) for k, v in values.items() if k in CALIBRATION_KEYS}
