@@ -1,0 +1,217 @@
+"""The generic path on the fp8 fused-MoE GEMMs, a kernel family no model or count rule was fitted on (issues 14-16).
+
+    python benchmarks/fp8_moe_generic_check.py --gpus h100 --out benchmarks/data/fp8_moe_generic_check_h100.json
+    python benchmarks/fp8_moe_generic_check.py --diagnose-gemm2 --out benchmarks/data/fp8_gemm2_diagnose.json
+
+Every GEMM1 config timed alone in RESULTS 40 (`benchmarks/data/h100_moe_fp8_run5.json`,
+`h200_moe_fp8_run6.json`: 13 cases x 2 scaling schemes x their tiles, `gemm_us`, CUDA-graph medians) is
+captured as a user would capture it without a GPU: `advisor predict` on this file with `--call "gemm_only(...)"`,
+the host function below, which builds the launch's tensors without data except the routing (top-k of random
+scores on the CPU: ids with data, so the align runs in Triton's interpreter and the GEMM's guards read its
+counts). The routing is drawn here, not the run's own (same rule, another generator), so per-expert counts
+differ by sampling. Reported per GPU: measured / ceiling (a floor must stay >= 0.97), the prediction's error,
+Spearman of predicted against measured over each case's tiles, and the top-1 regret (measured time of the
+predicted best over the measured best). Writes the rows as JSON and prints a short table last.
+
+`--diagnose-gemm2`: `advisor diagnose` of each fp8 GEMM2 that benchmarks/atomic_probe.py timed alone (both
+forms, the top-k sum by atomics or rows stored), at its measured time, captured the same way (`gemm2_only`):
+how much of each gap named causes explain, and what the atomics cause says against the two forms' difference.
+All on this machine's CPU, no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import moe_fusion  # noqa: E402
+
+RUNS = {"h100": "benchmarks/data/h100_moe_fp8_run5.json", "h200": "benchmarks/data/h200_moe_fp8_run6.json"}
+SHAPES = {"E8_top2_K4096_N14336": (8, 2, 4096, 7168), "E64_top8_K3584_N2560": (64, 8, 3584, 1280),
+          "E128_top8_K2048_N384": (128, 8, 2048, 192)}
+
+
+def gemm_only(m, e, top_k, h, inter, scaling, label):
+    """fp8 GEMM1 of the layer alone (A already quantised), its routing from random scores on the CPU."""
+    import torch
+    import triton
+
+    from kernels import fused_moe_fp8 as f8
+    from kernels.moe_align import moe_align_triton
+
+    config = moe_fusion.parse_label(label)
+    ids = torch.rand(m, e, generator=torch.Generator().manual_seed(0)).topk(top_k, dim=1).indices.to(torch.int32)
+    block = scaling == "block"
+    kg = triton.cdiv(h, f8.SCALE_BLOCK) if block else 1
+    a = torch.empty(m, h, dtype=f8.FP8, device="cuda")
+    a_s = torch.empty(m, kg, dtype=torch.float32, device="cuda")
+    w = torch.empty(e, 2 * inter, h, dtype=f8.FP8, device="cuda")
+    w_s = torch.empty(e, triton.cdiv(2 * inter, f8.SCALE_BLOCK) if block else 2 * inter, kg, dtype=torch.float32,
+                      device="cuda")
+    c = torch.empty(m * top_k, inter, dtype=torch.bfloat16, device="cuda")
+    weights = torch.empty(m, top_k, dtype=torch.float32, device="cuda")
+    align = moe_align_triton(ids, (config["BLOCK_SIZE_M"],), e)[0]
+    f8.invoke_fp8_gemm(a, a_s, w, w_s, c, weights, *align, top_k=top_k, config=config, gated=True, scaling=scaling)
+
+
+def gemm2_only(m, e, top_k, h, inter, scaling, label, fuse_sum):
+    """fp8 GEMM2 of the layer alone in one of its forms (the top-k sum by atomics, or rows stored)."""
+    import torch
+    import triton
+
+    from kernels import fused_moe_fp8 as f8
+    from kernels.moe_align import moe_align_triton
+
+    config = moe_fusion.parse_label(label)
+    ids = torch.rand(m, e, generator=torch.Generator().manual_seed(0)).topk(top_k, dim=1).indices.to(torch.int32)
+    block = scaling == "block"
+    kg = triton.cdiv(inter, f8.SCALE_BLOCK) if block else 1
+    a = torch.empty(m * top_k, inter, dtype=f8.FP8, device="cuda")
+    a_s = torch.empty(m * top_k, kg, dtype=torch.float32, device="cuda")
+    w = torch.empty(e, h, inter, dtype=f8.FP8, device="cuda")
+    w_s = torch.empty(e, triton.cdiv(h, f8.SCALE_BLOCK) if block else h, kg, dtype=torch.float32, device="cuda")
+    c = torch.empty((m, h) if fuse_sum else (m * top_k, h), dtype=torch.float32 if fuse_sum else torch.bfloat16,
+                    device="cuda")
+    weights = torch.empty(m, top_k, dtype=torch.float32, device="cuda")
+    align = moe_align_triton(ids, (config["BLOCK_SIZE_M"],), e)[0]
+    f8.invoke_fp8_gemm(a, a_s, w, w_s, c, weights, *align, top_k=top_k, config=config, gated=False, scaling=scaling,
+                       sum_topk=fuse_sum)
+
+
+def diagnose_gemm2(gpu: str) -> list[dict]:
+    """`advisor diagnose` of each GEMM2 timed alone by benchmarks/atomic_probe.py, at its measured time."""
+    from advisor.cli import main
+
+    shapes = {"mixtral-8x7b TP2": (8, 2, 4096, 7168), "qwen2-57b-a14b TP2": (64, 8, 3584, 1280),
+              "qwen3-30b-a3b TP4": (128, 8, 2048, 192)}
+    run = json.loads(Path(f"benchmarks/data/{gpu}_atomic_probe.json").read_text())
+    rows = []
+    for r in run["gemm2"]:
+        e, top_k, h, inter = shapes[r["case"]]
+        call = (f"gemm2_only({r['m']}, {e}, {top_k}, {h}, {inter}, {r['scaling']!r}, {r['config']!r}, "
+                f"{r['form'] == 'atomics'})")
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["diagnose", __file__, "--kernel", "fused_moe_fp8_kernel", "--call", call, "--gpu", gpu,
+                       "--measured", str(r["gemm_us"]), "--format", "json"])
+        doc = json.loads(out.getvalue()) if rc == 0 else {"error": err.getvalue().strip()[-300:]}
+        doc = doc[0] if isinstance(doc, list) else doc
+        causes = {c["name"]: round(c["us"], 2) for c in doc.get("causes", [])}
+        rows.append({**r, "gpu": gpu, "ideal_us": doc.get("ideal_us"), "ceiling_us": doc.get("ceiling_us"),
+                     "explained_share": doc.get("explained_share"), "causes": causes, "error": doc.get("error")})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def predict(gpu: str, m, e, top_k, h, inter, scaling, label) -> dict:
+    from advisor.cli import main
+
+    call = f"gemm_only({m}, {e}, {top_k}, {h}, {inter}, {scaling!r}, {label!r})"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["predict", __file__, "--kernel", "fused_moe_fp8_kernel", "--call", call, "--gpu", gpu,
+                   "--format", "json"])
+    if rc != 0:
+        return {"error": err.getvalue().strip()[-300:]}
+    doc = json.loads(out.getvalue())
+    doc = doc[-1] if isinstance(doc, list) else doc
+    return {"ceiling_us": doc["ceiling_us"], "predicted_us": doc["predicted_us"], "binding": doc.get("binding"),
+            "interval": doc.get("predicted_interval_us")}
+
+
+def spearman(xs, ys) -> float:
+    def ranks(v):
+        order = sorted(range(len(v)), key=v.__getitem__)
+        r = [0.0] * len(v)
+        for i, j in enumerate(order):
+            r[j] = float(i)
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+    return num / den if den else float("nan")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--gpus", default="h100,h200")
+    parser.add_argument("--diagnose-gemm2", action="store_true",
+                        help="diagnose the GEMM2 forms timed by benchmarks/atomic_probe.py instead")
+    args = parser.parse_args(argv)
+    if args.diagnose_gemm2:
+        doc = {"date": time.strftime("%Y-%m-%d %H:%M"), "command": " ".join(sys.argv),
+               "rows": [r for gpu in args.gpus.split(",") for r in diagnose_gemm2(gpu)]}
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        print_diagnoses(doc)
+        return 0
+    rows, started = [], time.monotonic()
+    for gpu in args.gpus.split(","):
+        run = json.loads(Path(RUNS[gpu]).read_text())
+        for case in run["gemm1"]:
+            e, top_k, h, inter = SHAPES[case["case"]]
+            for scaling, part in case["scalings"].items():
+                for r in part["rows"]:
+                    if r.get("status") != "ok" or not r.get("gemm_us"):
+                        continue
+                    got = predict(gpu, case["m"], e, top_k, h, inter, scaling, r["config"])
+                    rows.append({"gpu": gpu, "case": case["case"], "m": case["m"], "scaling": scaling,
+                                 "config": r["config"], "measured_us": r["gemm_us"], **got})
+                    print(json.dumps(rows[-1]), flush=True)
+    doc = {"date": time.strftime("%Y-%m-%d %H:%M"), "command": " ".join(sys.argv), "runs": RUNS, "rows": rows,
+           "wall_s": round(time.monotonic() - started, 1)}
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print_table(doc)
+    return 0
+
+
+def print_table(doc) -> None:
+    print("\n| GPU | points | measured >= 0.97 x ceiling | measured / ceiling: min, median | MAPE % | "
+          "median Spearman per case | top-1 regret <= 1.05 | 80% interval covers |")
+    print("|---|---|---|---|---|---|---|---|")
+    for gpu in sorted({r["gpu"] for r in doc["rows"]}):
+        ok = [r for r in doc["rows"] if r["gpu"] == gpu and "ceiling_us" in r]
+        ratio = [r["measured_us"] / r["ceiling_us"] for r in ok]
+        ape = [abs(r["predicted_us"] - r["measured_us"]) / r["measured_us"] * 100 for r in ok]
+        cover = [r["interval"][0] <= r["measured_us"] <= r["interval"][1] for r in ok if r.get("interval")]
+        cases: dict = {}
+        for r in ok:
+            cases.setdefault((r["case"], r["m"], r["scaling"]), []).append(r)
+        rho = [spearman([x["predicted_us"] for x in c], [x["measured_us"] for x in c]) for c in cases.values()
+               if len(c) >= 3]
+        regret = [min(c, key=lambda x: x["predicted_us"])["measured_us"] / min(x["measured_us"] for x in c)
+                  for c in cases.values()]
+        print(f"| {gpu} | {len(ok)} | {sum(x >= 0.97 for x in ratio)} of {len(ratio)} | {min(ratio):.2f}, "
+              f"{statistics.median(ratio):.2f} | {statistics.mean(ape):.1f} | "
+              f"{statistics.median([x for x in rho if x == x]):.2f} | {sum(x <= 1.05 for x in regret)} of "
+              f"{len(regret)} | {sum(cover)} of {len(cover)} |")
+
+
+def print_diagnoses(doc) -> None:
+    print("\n| GPU | case | scheme | M | atomics: measured, atomics cause, explained | stores: measured, DRAM writes, "
+          "explained | measured difference |")
+    print("|---|---|---|---|---|---|---|")
+    by = {(r["gpu"], r["case"], r["scaling"], r["m"], r["form"]): r for r in doc["rows"]}
+    for (gpu, case, scaling, m, form), a in by.items():
+        s = by.get((gpu, case, scaling, m, "stores"))
+        if form != "atomics" or not s or a.get("error") or s.get("error"):
+            continue
+        print(f"| {gpu} | {case} | {scaling} | {m} | {a['gemm_us']}, {a['causes'].get('atomics', 0)}, "
+              f"{a['explained_share']:.0%} | {s['gemm_us']}, {s['causes'].get('DRAM writes', 0)}, "
+              f"{s['explained_share']:.0%} | {a['gemm_us'] - s['gemm_us']:.1f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
