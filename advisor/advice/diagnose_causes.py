@@ -163,9 +163,9 @@ def atomics(added_bytes: float, footprint_bytes: float, l2_bytes: int, rates: tu
     """(estimate in us, reason) of a launch's atomic adds (a fused-MoE GEMM2 summing a token's top-k rows):
     the bytes its reduction instructions add, at the rate the calibration's probe added bytes into a buffer
     of the same side of the L2 (the probe: relaxed float32 adds in contiguous runs, as a GEMM's output
-    tile, 3.2 TB/s into L2 on the H100 against 2.8 past it; benchmarks/atomic_probe.py). Counted in full:
-    the L2 serves the adds while the SMs go on, but RESULTS 43 measured the fp8 GEMM2's adds costing
-    0.6-1.1 of this time over the same GEMM storing its rows."""
+    tile, 3.2 TB/s into L2 on the H100 against 2.8 past it; benchmarks/atomic_probe.py). Counted in full,
+    an upper bound where the SMs work on under it: over the same fp8 GEMM2 storing its rows instead, the
+    adds cost 0.2-2.5 of this estimate, a median of about 0.6 (RESULTS 43)."""
     in_l2 = footprint_bytes <= l2_bytes
     rate = rates[0] if in_l2 else rates[1]
     us = added_bytes / rate * 1e6
