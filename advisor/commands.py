@@ -564,7 +564,9 @@ def cmd_record(args) -> int:
             raise AdvisorError("advisor record --call EXPR FILE: give the one kernel file whose host code the call "
                                "names, e.g. advisor record --call \"matmul(randn(64, 64, f16), randn(64, 64, f16))\" "
                                "matmul.py")
-        print(record_call(program[0], args.call, args.out, args.gpu), file=sys.stderr)
+        from advisor.advice.stores import stored_outputs
+
+        print(record_call(program[0], args.call, args.out, args.gpu, stored_outputs), file=sys.stderr)
         return 0
     if args.gpu and not args.no_gpu:
         raise AdvisorError("--gpu names the GPU a capture without one answers for; add --no-gpu (or use --call)")

@@ -51,6 +51,22 @@ def test_what_a_launch_not_run_may_write_is_unknown_after_it_not_what_was_there_
     assert any("not determined by the launch" in note for note in generic_demand(rows).notes)
 
 
+def test_a_launch_not_run_forgets_only_what_it_stores_into():
+    """The row kernel reads n and stores y: run without data for x it is not run, and n keeps its contents for
+    the next launch when the caller says what a kernel stores into (the commands pass the source's stores);
+    without that, every data tensor of a launch not run is forgotten."""
+    from advisor.advice.stores import stored_outputs
+
+    call = "rows_twice(randn(64, 128), randint(4, 64, i32))"
+    told = [getattr(r, "launch", r) for r in capture_call(ROUTED, call, "h100", written=stored_outputs).launches]
+    blind = [getattr(r, "launch", r) for r in capture_call(ROUTED, call, "h100").launches]
+    from ceilings.compile import load_kernel
+
+    assert "n_ptr" not in stored_outputs(load_kernel(str(ROUTED), "rows_kernel")) >= {"y_ptr"}
+    assert [tensor(x, "n_ptr").values is not None for x in told if x.kernel == "rows_kernel"] == [True, True]
+    assert [tensor(x, "n_ptr").values is not None for x in blind if x.kernel == "rows_kernel"] == [True, False]
+
+
 def test_tensors_without_data_stay_unknown():
     rows = launches("layer(randn(1024, 256), zeros(1024, i32))")["rows_kernel"]
     assert tensor(rows, "n_ptr").values is None

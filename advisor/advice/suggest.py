@@ -119,12 +119,14 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
         from advisor.capture.call import relauncher
 
         gpu_name = gpu.spec.name if gpu else None
-        captured = capture_call(path, call, gpu_name)
+        from advisor.advice.stores import stored_outputs
+
+        captured = capture_call(path, call, gpu_name, written=stored_outputs)
 
         def relaunch(i: int):
             name = captured.launches[i].kernel
             occurrence = sum(1 for launch in captured.launches[:i] if launch.kernel == name)
-            return relauncher(path, call, gpu_name, name, occurrence)
+            return relauncher(path, call, gpu_name, name, occurrence, stored_outputs)
 
         return trace_subjects(f"--call {call!r}", gpu, None, kernel, calibrated, trace=captured, relaunch=relaunch)
     if trace:

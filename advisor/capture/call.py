@@ -134,9 +134,11 @@ def _failure_site(exc: BaseException, path: Path) -> tuple[str, bool]:
 
 
 def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
-                 override: tuple[str, dict] | None = None) -> Trace:
+                 override: tuple[str, dict] | None = None, written=None) -> Trace:
     """The trace of the launches `call` makes, evaluated against the kernel file at `path`. `override`:
-    (kernel, meta-parameters and num_warps/num_stages) its launches take instead of the host code's."""
+    (kernel, meta-parameters and num_warps/num_stages) its launches take instead of the host code's.
+    `written`: which arguments a kernel may store into (`advisor.advice.stores.stored_outputs`), so that a
+    launch not run forgets only those tensors' contents (`advisor.capture.nogpu`)."""
     from ceilings import standin
     from ceilings.compile import load_module, running_file_code
 
@@ -151,7 +153,8 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
     try:
         # Kernels the call decorates (a factory building one on first use) must be JIT functions whose launches
         # the capture sees, not the CPU interpreter's, which would run them on tensors without data.
-        with running_file_code(), contextlib.redirect_stdout(sys.stderr), NoGPUCapture(rec, spec, override).active():
+        capture = NoGPUCapture(rec, spec, override, written)
+        with running_file_code(), contextlib.redirect_stdout(sys.stderr), capture.active():
             eval(code, namespace)
     except AdvisorError as exc:
         raise AdvisorError(f"--call {call!r}: {exc}") from None
@@ -181,14 +184,14 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
     return trace_of_capture(data, path.parent, [str(path), "--call", call], Path(os.devnull)).trace
 
 
-def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str, occurrence: int):
+def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str, occurrence: int, written=None):
     """config -> the launch the call makes of `kernel` (its `occurrence`-th launch) when that kernel is
     launched with the config: the host code re-run per config, so grids and arguments that follow the
     meta-parameters follow them. None where the re-run fails or launches it otherwise."""
     def launch_of(config):
         try:
             trace = capture_call(path, call, gpu, (kernel, {**config.params, "num_warps": config.num_warps,
-                                                            "num_stages": config.num_stages}))
+                                                            "num_stages": config.num_stages}), written)
         except AdvisorError:
             return None
         mine = [launch for launch in trace.launches if launch.kernel == kernel]
@@ -196,7 +199,8 @@ def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str,
     return launch_of
 
 
-def record_call(path: str | os.PathLike, call: str, out: str | os.PathLike, gpu: str | None = None) -> str:
+def record_call(path: str | os.PathLike, call: str, out: str | os.PathLike, gpu: str | None = None,
+                written=None) -> str:
     """`advisor record --call EXPR FILE`: write the call's trace to `out`; the one-line summary."""
     from advisor.capture.record import RecordResult
     from advisor.capture.trace import write_trace
@@ -204,6 +208,6 @@ def record_call(path: str | os.PathLike, call: str, out: str | os.PathLike, gpu:
     if not Path(path).is_file():
         raise AdvisorError(f"advisor record --call: kernel file {path} does not exist; give the file whose host "
                            "function the call names")
-    trace = capture_call(path, call, gpu)
+    trace = capture_call(path, call, gpu, written=written)
     write_trace(out, trace)
     return RecordResult(trace, 0, Path(out)).summary

@@ -16,9 +16,10 @@ for the chosen GPU, torch `meta` tensors in place of CUDA ones). Launches are ta
   is also run, in Triton's interpreter, so what it computes (an align's expert offsets and padded
   count) is there for the launches after it, whose small integer tensors carry their contents into the
   trace (`TensorArg.values`) for the generic ceiling. A launch that is not run leaves the data tensors
-  it stores into unknown (`advisor.advice.stores.stored_outputs`; all of them where its source cannot
-  be read): later launches carry no contents for them, which would be what was there before the kernel
-  would have written, not what it wrote.
+  it stores into unknown (as the caller's `written` reads them from the kernel's source,
+  `advisor.advice.stores.stored_outputs`; all of them without it or where the source cannot be read):
+  later launches carry no contents for them, which would be what was there before the kernel would have
+  written, not what it wrote.
 * `@triton.autotune`: there is nothing to time, so the kernel is launched once with each config
   the autotuner would benchmark (its `prune_configs_by` applied), in the list's order. The launches
   of one autotuned call form an autotune group (the trace's `autotune_groups`): alternatives of one
@@ -168,11 +169,12 @@ _MISSING = object()
 class NoGPUCapture:
     """Takes over kernel launches and autotuning for a `NoGPURecorder` (see the module docstring)."""
 
-    def __init__(self, recorder: NoGPURecorder, spec, override: tuple[str, dict] | None = None):
+    def __init__(self, recorder: NoGPURecorder, spec, override: tuple[str, dict] | None = None, written=None):
         """`override`: (kernel name, {meta-parameter or num_warps/num_stages: value}) set on that kernel's
         launches in place of what the host code gives, so a call re-run per config launches each config
-        as the host code would (its grid function and heuristics see the config)."""
-        self.rec, self.spec, self.override = recorder, spec, override
+        as the host code would (its grid function and heuristics see the config). `written`: JIT function ->
+        the names of the arguments it may store into, or None where that is not known (module docstring)."""
+        self.rec, self.spec, self.override, self.written = recorder, spec, override, written
         self._unknown: set[int] = set()  # data pointers of CPU tensors a launch that was not run may have written
 
     def record(self, jit_fn, grid, bound: dict, options: dict) -> None:
@@ -220,9 +222,7 @@ class NoGPUCapture:
                 return
             except Exception:  # noqa: S110 - what it would have written stays unknown, as for a launch not run
                 pass
-        from advisor.advice.stores import stored_outputs
-
-        written = stored_outputs(jit_fn)
+        written = self.written(jit_fn) if self.written is not None else None
         for name, value in bound.items():
             for item in value if isinstance(value, tuple | list) else (value,):
                 if isinstance(item, torch.Tensor) and not item.is_meta and (written is None or name in written):
