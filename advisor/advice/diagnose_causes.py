@@ -111,10 +111,9 @@ def operand_staging(tiles: tuple[int, int, int], num_warps: int, kind: str, size
 
 # ---------------------------------------------------------------------------------------- DRAM writes
 
-@functools.lru_cache(maxsize=16)
-def copy_read_rates(calibration_path: str | None) -> tuple[float, float] | None:
-    """(copy, read) DRAM rates in bytes/s from a calibration file (`advisor calibrate`'s copy and read
-    probes), None without one or without both probes."""
+@functools.lru_cache(maxsize=32)
+def calibrated_rates(calibration_path: str | None, keys: tuple[str, ...]) -> tuple[float, ...] | None:
+    """The calibration file's rates under `keys` (TB/s) in bytes/s, None without the file or any of them."""
     from pathlib import Path
 
     from ceilings.hardware import Calibration
@@ -122,9 +121,15 @@ def copy_read_rates(calibration_path: str | None) -> tuple[float, float] | None:
     if not calibration_path:
         return None
     values = Calibration.from_json(Path(calibration_path).read_text(), calibration_path).values
-    if "dram_copy_tbs" not in values or "dram_read_tbs" not in values:
+    if any(k not in values for k in keys):
         return None
-    return values["dram_copy_tbs"] * 1e12, values["dram_read_tbs"] * 1e12
+    return tuple(values[k] * 1e12 for k in keys)
+
+
+def copy_read_rates(calibration_path: str | None) -> tuple[float, float] | None:
+    """(copy, read) DRAM rates in bytes/s from a calibration file (`advisor calibrate`'s copy and read
+    probes), None without one or without both probes."""
+    return calibrated_rates(calibration_path, ("dram_copy_tbs", "dram_read_tbs"))
 
 
 def dram_writes(written_bytes: float, copy_rate: float, read_rate: float, dram_us: float,
@@ -146,16 +151,7 @@ def dram_writes(written_bytes: float, copy_rate: float, read_rate: float, dram_u
 def atomic_rates(calibration_path: str | None) -> tuple[float, float] | None:
     """(into a buffer that fits in L2, into one far larger) float32 atomic-add rates in bytes/s from a
     calibration file (`advisor calibrate`'s atomics probe), None without them."""
-    from pathlib import Path
-
-    from ceilings.hardware import Calibration
-
-    if not calibration_path:
-        return None
-    values = Calibration.from_json(Path(calibration_path).read_text(), calibration_path).values
-    if "atomic_add_l2_tbs" not in values or "atomic_add_dram_tbs" not in values:
-        return None
-    return values["atomic_add_l2_tbs"] * 1e12, values["atomic_add_dram_tbs"] * 1e12
+    return calibrated_rates(calibration_path, ("atomic_add_l2_tbs", "atomic_add_dram_tbs"))
 
 
 def atomics(added_bytes: float, footprint_bytes: float, l2_bytes: int, rates: tuple[float, float]
