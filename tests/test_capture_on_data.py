@@ -116,3 +116,22 @@ def test_kernel_hash_n_picks_the_nth_launch_of_a_kernel(capsys):
     assert "NAME#2 for a kernel's second launch" in capsys.readouterr().err
     assert main(["diagnose", str(ROUTED), "--call", call, "--kernel", "rows_kernel#1", "--measured", "5",
                  "--format", "json"]) == 0
+
+
+def test_a_layers_trace_given_with_its_file_keeps_the_other_files_kernels(tmp_path):
+    """`suggest FILE --trace` (and the TUI) on a layer's trace: the file takes the launches of the kernels it
+    defines; the align and the quantiser, defined in other files, keep their own sources (it had re-sourced
+    every launch to FILE and stopped at the align: 'has no Triton kernel _align_count_kernel')."""
+    from advisor.advice.suggest import subjects_for
+    from advisor.capture.call import record_call
+    from ceilings.hardware import resolve_gpu
+
+    layer = Path(__file__).resolve().parents[1] / "kernels" / "fused_moe_fp8.py"
+    call = ("fused_moe_fp8(randn(8, 256, bf16), Fp8Weights(randn(4, 128, 256, bf16), randn(4, 256, 64, bf16), "
+            "'block'), rand(8, 2), randint(4, 8, 2, i32), form='w8a8')")
+    record_call(layer, call, tmp_path / "layer.json", "h100")
+    subjects = subjects_for(str(layer), trace=str(tmp_path / "layer.json"), gpu=resolve_gpu("h100"))
+    sources = {s.kernel: Path(s.launch.source).name for s in subjects}
+    # the quantiser is imported into the layer's file, so that file has it too (the same kernel)
+    assert sources == {"_align_count_kernel": "moe_align.py", "_align_scatter_kernel": "moe_align.py",
+                       "quantize_rows_kernel": "fused_moe_fp8.py", "fused_moe_fp8_kernel": "fused_moe_fp8.py"}

@@ -414,3 +414,12 @@ def test_a_gemv_grid_follows_its_row_tile_and_not_its_k_step_in_a_helper(experts
     assert launch.grid == (rows // 16, top_k) and not rule.unsure
     assert rule.grid(launch.config.replace(BLOCK_ROWS=4)) == (rows // 4, top_k)
     assert rule.grid(launch.config.replace(BLOCK_K=128)) == launch.grid
+
+
+def test_a_padded_size_is_described_with_its_base_name_whole():
+    """round_up(U + k*(t-1), t) with U = num_valid_tokens: the k of the form is replaced, not the k in the name
+    (it read `num_valid_to128ens`)."""
+    from advisor.advice.launch_rule import PaddedSize
+
+    padded = PaddedSize("EM", "BLOCK_SIZE_M", "num_valid_tokens", 32768, 128, "round_up(U + k*(t-1), t)")
+    assert padded.describe() == "EM = round_up(num_valid_tokens + 128*(t-1), t) with t = BLOCK_SIZE_M"

@@ -295,8 +295,9 @@ class AdvisorApp(App[int]):
             tree.focus()
         if first is not None:
             self.call_after_refresh(tree.move_cursor, first)
-        if problem:
+        if problem:  # the toast goes; the line under the launches stays until a launch is added
             self.error(problem)
+            self._form_says(f"the trace's launches: {problem}")
         self._take_typed_early()
 
     def show_source(self, kernel: str, params=()) -> None:

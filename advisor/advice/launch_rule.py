@@ -79,7 +79,8 @@ class PaddedSize:
         return _FORMS[self.form](self.base_value, self.k, int(config[self.tile]))
 
     def describe(self) -> str:
-        return (f"{self.name} = {self.form.replace('U', self.base).replace('k', str(self.k))} with t = "
+        # k first: the base is a name that may hold a k of its own (num_valid_tokens)
+        return (f"{self.name} = {self.form.replace('k', str(self.k)).replace('U', self.base)} with t = "
                 f"{self.tile}")
 
 

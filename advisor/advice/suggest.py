@@ -54,8 +54,16 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
     gpu = gpu or resolve_gpu(trace.gpu or DEFAULT_GPU, calibrated)  # the trace names the GPU it ran on
     groups = {g[0]: g for g in autotune_groups(trace, str(path))}
     alternatives = {j for g in groups.values() for j in g[1:]}
-    sourced = [launch.with_source(str(Path(kernel_file).resolve())) if kernel_file else launch
-               for launch in trace.launches]
+    sourced = list(trace.launches)
+    if kernel_file:
+        # The file takes the launches of the kernels it defines (a trace recorded where the file lay elsewhere);
+        # a launch of another file's kernel (a layer's align or quantiser) keeps its own source where that exists.
+        from ceilings.compile import find_kernels, load_module
+
+        defined = set(find_kernels(load_module(kernel_file)))
+        resolved = str(Path(kernel_file).resolve())
+        sourced = [launch.with_source(resolved) if launch.kernel in defined or not Path(launch.source).exists()
+                   else launch for launch in sourced]
     keep = set(select_launches(sourced, kernel, alternatives))
     out = []
     for i, launch in enumerate(sourced):
