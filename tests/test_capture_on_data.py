@@ -120,18 +120,27 @@ def test_kernel_hash_n_picks_the_nth_launch_of_a_kernel(capsys):
 
 def test_a_layers_trace_given_with_its_file_keeps_the_other_files_kernels(tmp_path):
     """`suggest FILE --trace` (and the TUI) on a layer's trace: the file takes the launches of the kernels it
-    defines; the align and the quantiser, defined in other files, keep their own sources (it had re-sourced
-    every launch to FILE and stopped at the align: 'has no Triton kernel _align_count_kernel')."""
-    from advisor.advice.suggest import subjects_for
-    from advisor.capture.call import record_call
-    from ceilings.hardware import resolve_gpu
-
+    defines; the align, defined in another file, keeps its own source (it had re-sourced every launch to FILE
+    and stopped at the align: 'has no Triton kernel _align_count_kernel'). In a process that compiles: this
+    suite's interpreter builds the layer's imported kernels as interpreted ones, which a capture cannot see."""
+    script = "\n".join([
+        "import json, sys",
+        "from pathlib import Path",
+        "from advisor.advice.suggest import subjects_for",
+        "from advisor.capture.call import record_call",
+        "from ceilings.hardware import resolve_gpu",
+        "layer, out = sys.argv[1], sys.argv[2]",
+        "call = (\"fused_moe_fp8(randn(8, 256, bf16), Fp8Weights(randn(4, 128, 256, bf16), randn(4, 256, 64, bf16), \"",
+        "        \"'block'), rand(8, 2), randint(4, 8, 2, i32), form='w8a8')\")",
+        "record_call(layer, call, out, 'h100')",
+        "subjects = subjects_for(layer, trace=out, gpu=resolve_gpu('h100'))",
+        "print(json.dumps({s.kernel: Path(s.launch.source).name for s in subjects}))"])
     layer = Path(__file__).resolve().parents[1] / "kernels" / "fused_moe_fp8.py"
-    call = ("fused_moe_fp8(randn(8, 256, bf16), Fp8Weights(randn(4, 128, 256, bf16), randn(4, 256, 64, bf16), "
-            "'block'), rand(8, 2), randint(4, 8, 2, i32), form='w8a8')")
-    record_call(layer, call, tmp_path / "layer.json", "h100")
-    subjects = subjects_for(str(layer), trace=str(tmp_path / "layer.json"), gpu=resolve_gpu("h100"))
-    sources = {s.kernel: Path(s.launch.source).name for s in subjects}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", script, str(layer), str(tmp_path / "layer.json")], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
     # the quantiser is imported into the layer's file, so that file has it too (the same kernel)
-    assert sources == {"_align_count_kernel": "moe_align.py", "_align_scatter_kernel": "moe_align.py",
-                       "quantize_rows_kernel": "fused_moe_fp8.py", "fused_moe_fp8_kernel": "fused_moe_fp8.py"}
+    assert json.loads(done.stdout.splitlines()[-1]) == {
+        "_align_count_kernel": "moe_align.py", "_align_scatter_kernel": "moe_align.py",
+        "quantize_rows_kernel": "fused_moe_fp8.py", "fused_moe_fp8_kernel": "fused_moe_fp8.py"}

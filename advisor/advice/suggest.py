@@ -62,6 +62,8 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
 
         defined = set(find_kernels(load_module(kernel_file)))
         resolved = str(Path(kernel_file).resolve())
+        if not defined & {launch.kernel for launch in sourced}:
+            defined = {launch.kernel for launch in sourced}  # none of them: the file stands in for all (it says why)
         sourced = [launch.with_source(resolved) if launch.kernel in defined or not Path(launch.source).exists()
                    else launch for launch in sourced]
     keep = set(select_launches(sourced, kernel, alternatives))
