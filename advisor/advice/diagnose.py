@@ -253,6 +253,8 @@ class _Sass:
     spill_bytes: float = 0.0      # per warp: local loads and stores
     atomic_bytes: float = 0.0     # per warp: bytes its global reductions and atomics add
     atomic_footprint: float = 0.0  # bytes of the floating tensors the kernel adds into
+    store_footprint: float | None = None  # bytes of the tensors it writes with plain stores (None: not read)
+    store_element: int = 0        # the widest element among them
     trips: float | None = None    # the longest loop whose bound the launch determines
 
 
@@ -400,6 +402,11 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
     if loop is not None and loop.epilogue_bytes and rates_rw:
         tile_fraction = ideal_work["tensor"] / total["tensor"] if total.get("tensor") else 1.0
         written = active * loop.epilogue_bytes * tile_fraction
+        if _generic(subject) and sass.store_footprint is not None and loop.tiles:
+            # A launch read from its source: its tiles write the stored tensors' type (an fp8 GEMM's bf16 rows), at
+            # most once each (a gated tile writes half its columns; atomics are their own cause).
+            tiled = active * loop.tiles[0] * loop.tiles[1] * sass.store_element * tile_fraction
+            written = min(tiled, sass.store_footprint)
         if getattr(shape, "output_dram_bytes", None) and shape.output_dram_bytes() is not None:
             written = shape.output_dram_bytes()  # atomics into one output: its bytes, not the tiles'
         estimates.append(("DRAM writes", *dram_writes(written, *rates_rw, dram_us, busiest_main)))
@@ -462,6 +469,13 @@ def _launch(subject, config: Config):
     return None
 
 
+def _generic(subject) -> bool:
+    """A launch the advisor knows from its source and arguments (no kernel family's shape)."""
+    from advisor.advice.subjects import LaunchSubject
+
+    return isinstance(subject, LaunchSubject)
+
+
 def _read_sass(subject, config: Config, notes: list[str]) -> _Sass:
     """Division calls, spill traffic and the longest determined loop, from the compiled SASS and TTGIR."""
     from ceilings.compile import compile_launch
@@ -496,14 +510,18 @@ def _read_sass(subject, config: Config, notes: list[str]) -> _Sass:
         else:
             out.atomic_bytes += times * atomic_bytes(ins.opcode, ins.mods)
     out.division_names = tuple(sorted(names))
-    if out.atomic_bytes:
-        from advisor.advice.stores import accumulated_tensors
-        from ceilings.compile import load_kernel
-        from ceilings.demand import _DTYPE_BYTES
+    from advisor.advice.stores import accumulated_tensors, stored_outputs
+    from ceilings.compile import load_kernel
+    from ceilings.demand import _DTYPE_BYTES
 
-        added = accumulated_tensors(load_kernel(launch.source, launch.kernel),
-                                    [(t.name, t.dtype) for t in launch.tensors])
-        out.atomic_footprint = sum(t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors if t.name in added)
+    fn = load_kernel(launch.source, launch.kernel)
+    added = accumulated_tensors(fn, [(t.name, t.dtype) for t in launch.tensors]) if out.atomic_bytes else set()
+    out.atomic_footprint = sum(t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors if t.name in added)
+    stored = stored_outputs(fn)
+    if stored is not None:
+        plain = [t for t in launch.tensors if t.name in stored and t.name not in added]
+        out.store_footprint = float(sum(t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in plain))
+        out.store_element = max((_DTYPE_BYTES.get(t.dtype, 4) for t in plain), default=0)
     return out
 
 
