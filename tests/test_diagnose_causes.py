@@ -181,3 +181,18 @@ def test_diagnose_names_the_atomic_adds_of_a_kernel_that_sums_rows_into_one():
     rate = json.loads((Path(__file__).resolve().parents[1] / "ceilings" / "calibration" /
                        "NVIDIA_H100_80GB_HBM3.json").read_text())["values"]["atomic_add_l2_tbs"]
     assert cause["estimate_us"] == pytest.approx(65536 * 256 * 4 / (rate * 1e12) * 1e6, rel=1e-3)
+
+
+def test_a_generic_launch_writes_its_stored_tensors_type_not_its_operands():
+    """An fp8 GEMM storing bf16: 8192 x 8192 outputs of 2 bytes (it had counted the tiles at the operands' 1)."""
+    from advisor.cli import main
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "routed_kernels.py"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["diagnose", str(fixture), "--call", "fp8_gemm(randn(8192, 1024, f8), randn(1024, 8192, f8))",
+                     "--measured", "200", "--gpu", "h100", "--format", "json"]) == 0
+    doc = json.loads(out.getvalue())
+    doc = doc[0] if isinstance(doc, list) else doc
+    (cause,) = [c for c in doc["causes"] if c["name"] == "DRAM writes"]
+    assert f"{8192 * 8192 * 2 / 1e6:.1f} MB of output written" in cause["why"]
