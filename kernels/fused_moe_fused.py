@@ -321,6 +321,7 @@ def choose_fuse_sum(m: int, num_experts: int, inter: int, device_name: str | Non
                                       for fused in (True, False)}, m)
     return faster is not False
 
+
 def fused_moe_fused(hidden, w1, w2, topk_weights, topk_ids, config: Config | None = None,
                     config2: Config | None = None, fuse_act: bool = True, fuse_sum: bool | None = None,
                     persistent: bool = False, b_tma: bool | None = None,

@@ -119,26 +119,26 @@ def read_config_file(path: str | os.PathLike) -> ConfigTable:
 # reads its files' entries, not the files (reading and parsing them took 45-180 us of CPU per call on this
 # project's machine, against a 6 us decode layer on the GPU). A file rewritten in place (`advisor apply`,
 # a tuner) is read again at the next call.
-_READ: dict[tuple[str, str], tuple[tuple[int, int], Any]] = {}
+_READ: dict[str, tuple[tuple[int, int], Any]] = {}
 
 
-def _cached(path: str | os.PathLike, read) -> Any:
+def _cached(stamped: str | os.PathLike, read) -> Any:
+    """`read()` of the file `stamped`, read again only once its mtime or size changed; None where no file is."""
     try:
-        stat = os.stat(path)
+        stat = os.stat(stamped)
     except OSError:
         return None
     stamp = (stat.st_mtime_ns, stat.st_size)
-    key = (os.fspath(path), read.__name__)
-    hit = _READ.get(key)
+    hit = _READ.get(os.fspath(stamped))
     if hit is None or hit[0] != stamp:
-        hit = _READ[key] = (stamp, read(path))
+        hit = _READ[os.fspath(stamped)] = (stamp, read())
     return hit[1]
 
 
 def cached_config_file(path: str | os.PathLike) -> ConfigTable | None:
     """`read_config_file` for lookups on a hot path (the table is shared: do not change it), or None where
     no file is."""
-    return _cached(path, read_config_file)
+    return _cached(path, lambda: read_config_file(path))
 
 
 def faster_form(files: dict[Any, str | os.PathLike], m: int, margin: float = 1.0) -> Any:
@@ -148,7 +148,7 @@ def faster_form(files: dict[Any, str | os.PathLike], m: int, margin: float = 1.0
     are missing (the caller's default then)."""
     times = {}
     for key, path in files.items():
-        meta = _cached(meta_path(path), _read_meta_file)
+        meta = _cached(meta_path(path), lambda path=path: read_config_meta(path))
         if not meta or not meta.measured:
             return None
         nearest = min(meta.measured, key=lambda k: (abs(k - m), k))
@@ -253,10 +253,6 @@ def read_config_meta(path: str | os.PathLike) -> ConfigMeta | None:
         raise AdvisorError(f"side file {side} cannot be read ({exc.__class__.__name__}); check its permissions "
                            "or delete it") from None
     return parse_config_meta(text, str(side))
-
-
-def _read_meta_file(side: Path) -> ConfigMeta:
-    return parse_config_meta(Path(side).read_text(), str(side))
 
 
 def format_config_meta(meta: ConfigMeta) -> str:

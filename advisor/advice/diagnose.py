@@ -510,18 +510,18 @@ def _read_sass(subject, config: Config, notes: list[str]) -> _Sass:
         else:
             out.atomic_bytes += times * atomic_bytes(ins.opcode, ins.mods)
     out.division_names = tuple(sorted(names))
+    from advisor.advice.operands import ELEMENT_BYTES
     from advisor.advice.stores import accumulated_tensors, stored_outputs
     from ceilings.compile import load_kernel
-    from ceilings.demand import _DTYPE_BYTES
 
     fn = load_kernel(launch.source, launch.kernel)
     added = accumulated_tensors(fn, [(t.name, t.dtype) for t in launch.tensors]) if out.atomic_bytes else set()
-    out.atomic_footprint = sum(t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in launch.tensors if t.name in added)
+    out.atomic_footprint = sum(t.numel * ELEMENT_BYTES.get(t.dtype, 4) for t in launch.tensors if t.name in added)
     stored = stored_outputs(fn)
     if stored is not None:
         plain = [t for t in launch.tensors if t.name in stored and t.name not in added]
-        out.store_footprint = float(sum(t.numel * _DTYPE_BYTES.get(t.dtype, 4) for t in plain))
-        out.store_element = max((_DTYPE_BYTES.get(t.dtype, 4) for t in plain), default=0)
+        out.store_footprint = float(sum(t.numel * ELEMENT_BYTES.get(t.dtype, 4) for t in plain))
+        out.store_element = max((ELEMENT_BYTES.get(t.dtype, 4) for t in plain), default=0)
     return out
 
 

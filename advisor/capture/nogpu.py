@@ -203,13 +203,11 @@ class NoGPUCapture:
         tensors it may write (module docstring)."""
         import torch
 
-        tensors, other = [], False
-        for value in bound.values():
-            for item in value if isinstance(value, tuple | list) else (value,):
-                if isinstance(item, torch.Tensor):
-                    tensors.append(item)
-                elif hasattr(item, "data_ptr") or hasattr(item, "base"):  # a descriptor, a foreign array
-                    other = True
+        items = [(name, item) for name, value in bound.items()
+                 for item in (value if isinstance(value, tuple | list) else (value,))]
+        tensors = [t for _, t in items if isinstance(t, torch.Tensor)]
+        # a descriptor or a foreign array: not run
+        other = any(hasattr(x, "data_ptr") or hasattr(x, "base") for _, x in items if not isinstance(x, torch.Tensor))
         held = [t for t in tensors if not t.is_meta and t.device.type == "cpu"]
         if not held:
             return
@@ -223,10 +221,8 @@ class NoGPUCapture:
             except Exception:  # noqa: S110 - what it would have written stays unknown, as for a launch not run
                 pass
         written = self.written(jit_fn) if self.written is not None else None
-        for name, value in bound.items():
-            for item in value if isinstance(value, tuple | list) else (value,):
-                if isinstance(item, torch.Tensor) and not item.is_meta and (written is None or name in written):
-                    self._unknown.add(item.data_ptr())
+        self._unknown |= {t.data_ptr() for name, t in items if isinstance(t, torch.Tensor) and not t.is_meta
+                          and (written is None or name in written)}
 
     def jit_run(self, jit_fn, args, kwargs, grid, warmup):
         names = {p.name for p in jit_fn.params}
