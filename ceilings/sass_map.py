@@ -45,6 +45,8 @@ top of the trip count; a copy whose instructions ptxas gave other source lines i
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -108,11 +110,21 @@ class CTAClasses:
     member: np.ndarray | None = None  # per evaluated CTA (ttir_eval's order): the index of its class
 
 
+_WIDTH = re.compile(r"(?:BF|F|U|S)?(8|16|32|64|128)(?:x(\d+))?")
+
+
+def lane_bytes(mods: str) -> int:
+    """Bytes one lane moves, from an instruction's modifiers: its width (`.128`, `.U8`, `.64`), a vector
+    operand counted whole (`REDG.E.ADD.F32x4`, `ATOMG.E.ADD.F16x8`: 16 bytes), 4 where none is written."""
+    widths = [w for w in (_WIDTH.fullmatch(m) for m in mods.split(".")) if w]
+    if not widths:
+        return 4
+    return int(widths[-1].group(1)) * int(widths[-1].group(2) or 1) // 8
+
+
 def access_bytes(ins: Instruction) -> int:
-    """Bytes one warp moves with a load/store: 32 lanes x the access width (32 bits by default)."""
-    widths = [m for m in ins.mods.split(".") if m in ("8", "16", "32", "64", "128", "U8", "S8", "U16", "S16")]
-    bits = int(widths[-1].lstrip("US")) if widths else 32
-    return 32 * bits // 8
+    """Bytes one warp moves with a load, store or global reduction: 32 lanes x the lane's width."""
+    return 32 * lane_bytes(ins.mods)
 
 
 def _quantities(ins: Instruction) -> dict[str, float]:

@@ -48,6 +48,25 @@ k:
     assert table[:, column["shared_bytes"]].sum() == 128 * 4 + 128 * 2
 
 
+
+def test_a_vector_reduction_moves_every_lane_element_through_global_memory():
+    # REDG.E.ADD.F32x4 adds four floats a lane, ATOMG.E.ADD.F16x8 eight halves: 16 B a lane each, as a
+    # 128-bit load; counted at the default 4 B they under-stated a split-K epilogue's bytes 4x.
+    listing = """
+k:
+.text.k:
+        /*0000*/                   REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R4 ;
+        /*0010*/                   ATOMG.E.ADD.F16x8.RN.STRONG.GPU PT, R8, desc[UR4][R2.64], R4 ;
+        /*0020*/                   REDG.E.ADD.BF16x2.RN.STRONG.GPU desc[UR4][R2.64], R4 ;
+        /*0030*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+        /*0040*/                   LDG.E.U8 R9, desc[UR4][R2.64] ;
+        /*0050*/                   EXIT ;
+"""
+    ir = read_kernel_ir("tt.func public @k() {\n  tt.return\n}\n", {}, (1,), {}, {})
+    table = place(listing, "k", ir).table
+    column = dict(zip(QUANTITIES, range(len(QUANTITIES)), strict=True))
+    assert table[:, column["global_bytes"]].sum() == 32 * (16 + 16 + 4 + 16 + 1)
+
 GUARDED = """
 k:
 .text.k:

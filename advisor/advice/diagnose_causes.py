@@ -175,12 +175,6 @@ def atomics(added_bytes: float, footprint_bytes: float, l2_bytes: int, rates: tu
 def atomic_bytes(opcode: str, mods: str) -> int:
     """Bytes one warp adds with a global reduction or atomic (RED, REDG, ATOM, ATOMG; not shared ATOMS): 32
     lanes x the operand's width, a vector form counted whole (REDG.E.ADD.F32x4: 16 bytes a lane)."""
-    import re
+    from ceilings.sass_map import lane_bytes
 
-    if opcode not in ("RED", "REDG", "ATOM", "ATOMG"):
-        return 0
-    for part in mods.split("."):
-        found = re.fullmatch(r"(?:BF|F|U|S)?(8|16|32|64|128)(?:x(\d))?", part)
-        if found:
-            return 32 * int(found.group(1)) * int(found.group(2) or 1) // 8
-    return 32 * 4
+    return 32 * lane_bytes(mods) if opcode in ("RED", "REDG", "ATOM", "ATOMG") else 0
