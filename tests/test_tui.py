@@ -93,10 +93,16 @@ async def wait_until(pilot, condition, timeout: float = 30.0):
     await settle(pilot)
 
 
-async def choose_first(pilot):
-    """Enter on the launch the cursor starts on (the first launch of the file)."""
+async def choose_first(pilot, timeout: float = 60.0):
+    """Enter on the launch the cursor starts on (the first launch of the file), then wait until its advice is
+    shown and no worker runs: a worker's message may start another after `settle`'s rounds, which on a loaded
+    machine (the suite under -n 2) left a search unfinished when the test looked."""
     await pilot.press("enter")
     await settle(pilot)
+    end = time.monotonic() + timeout
+    while (pilot.app.advice is None or len(pilot.app.workers)) and time.monotonic() < end:
+        await settle(pilot, 1)
+        await pilot.pause(0.05)
     assert pilot.app.advice is not None, pilot.app.notices
 
 
