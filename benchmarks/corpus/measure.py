@@ -54,6 +54,7 @@ from replay import (
 )
 
 # CORPUS_KERNELS: only these kernels' launches (comma-separated names), e.g. to time them again into another file.
+# CORPUS_LAUNCHES: only these launch ids (comma-separated), each with the variants the whole run would time.
 # CORPUS_TIMINGS: another file (a held-out library's, or a second GPU's, kept apart from the H100 corpus rows)
 TIMINGS = Path(os.environ["CORPUS_TIMINGS"]) if os.environ.get("CORPUS_TIMINGS") else DATA / "timings.csv"
 LOGS = DATA / "logs"
@@ -106,6 +107,7 @@ def work_items(libraries: list[str], per_kernel: int, limit: int = 40) -> list[t
     recorded config, then the list in its order)."""
     items, seen = [], {}
     only = {k for k in os.environ.get("CORPUS_KERNELS", "").split(",") if k}  # a re-run of some kernels' rows
+    launches = {k for k in os.environ.get("CORPUS_LAUNCHES", "").split(",") if k}
     for lib in libraries:
         if not stored(trace_path(lib)):
             continue
@@ -113,6 +115,8 @@ def work_items(libraries: list[str], per_kernel: int, limit: int = 40) -> list[t
             if only and case.kernel not in only:
                 continue
             n = seen[(lib, case.kernel)] = seen.get((lib, case.kernel), 0) + 1
+            if launches and case.id not in launches:  # counted first: a launch keeps the variants it had
+                continue
             variants = case.variants(limit)
             items.append((case, variants if n <= per_kernel else variants[:1]))
     return items
