@@ -14,7 +14,8 @@ warp (check_ceiling.WGMMA_NCU_FACTOR says why).
 
     python benchmarks/corpus/check_ncu.py [--per-library N] [--budget-s S] [--no-eval]
 
-Writes `data/ncu_check.csv` (one row per launch and cell) and prints a short table last.
+Writes `data/ncu_check.csv` (one row per launch and cell; `CORPUS_HELD_OUT=1`: the held-out library's
+`data/ncu_held_out.csv` into `data/ncu_check_held_out.csv`) and prints a short table last.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_ceiling import WGMMA_NCU_FACTOR, _num  # noqa: E402
-from check_points import DATA, LIBRARIES, done_keys, evaluate_all, in_priority, ncu_points, sample_launches  # noqa: E402
+from check_points import DATA, LIBRARIES, PART, done_keys, evaluate_all, in_priority, ncu_points, sample_launches  # noqa: E402
 
-OUT = DATA / "ncu_check.csv"
+OUT = DATA / f"ncu_check{PART}.csv"  # CORPUS_HELD_OUT=1: the held-out library's profiles and file
 CELLS = {"tensor": ("tensor",), "fma+alu": ("fma", "alu"), "xu": ("xu",), "lsu": ("lsu",), "fma": ("fma",),
          "alu": ("alu",)}
 WITHIN = {"dram": 0.25}
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_eval:
         evaluate_all(in_priority(points), args.workers, args.limit_s, args.budget_s)
     results = done_keys()
-    with open(DATA / "ncu.csv") as f:
+    with open(DATA / f"ncu{PART}.csv") as f:
         ncu = {(r["library"], r["launch_id"]): r for r in csv.DictReader(f)}
 
     table = []
