@@ -272,6 +272,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:  # a bug of ours (or of a library under us): one line, not a traceback
+        import os
+
+        if os.environ.get("ADVISOR_TRACEBACK"):
+            raise
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        print(f"advisor: internal error: {type(exc).__name__}{': ' + first if first else ''} (a bug in "
+              "triton-advisor; ADVISOR_TRACEBACK=1 shows where it happened, please report it with that)",
+              file=sys.stderr)
+        return 2
 
 
 def _exit_now(code: int) -> None:

@@ -46,7 +46,6 @@ top of the trip count; a copy whose instructions ptxas gave other source lines i
 from __future__ import annotations
 
 import re
-
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -237,3 +237,39 @@ def test_ceiling_and_suggest_show_compile_progress_on_a_terminal_and_print_the_s
     piped = subprocess.run([sys.executable, "-m", "advisor.cli", *suggest], capture_output=True, text=True,
                            cwd=ROOT, env=cold_env("suggest"), timeout=300)
     assert piped.returncode == code and piped.stdout == out, piped.stderr
+
+
+def test_a_package_of_the_same_name_earlier_on_the_path_is_named_not_a_traceback(tmp_path):
+    # cuda-triton-multiarch installs a top-level `kernels`; ahead of this project on PYTHONPATH it was imported
+    # in its place and `suggest` died in an AttributeError traceback.
+    import os
+
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    code = "import sys; from tui.entry import main; sys.exit(main(['presets']))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                            timeout=120)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "`kernels`" in lines[0] and str(tmp_path / "kernels") in lines[0]
+    assert "PYTHONPATH" in lines[0]
+    mine = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert mine.returncode == 0, mine.stderr
+
+
+def test_an_unexpected_exception_is_one_line_and_exit_2(monkeypatch, capsys):
+    from advisor import cli
+
+    def broken(args):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setitem(cli.COMMANDS, "presets", broken)
+    monkeypatch.delenv("ADVISOR_TRACEBACK", raising=False)
+    assert cli.main(["presets"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("advisor: internal error: RuntimeError: boom (a bug in triton-advisor")
+    monkeypatch.setenv("ADVISOR_TRACEBACK", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main(["presets"])
