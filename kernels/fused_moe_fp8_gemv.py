@@ -35,32 +35,37 @@ DEFAULT_CONFIG = Config({"BLOCK_SIZE_M": 1, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 
 
 
 @triton.jit
-def _row_dot(a_ptr, w_ptr, s_ptrs, K, rows_ok, BLOCK_ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
-             BLOCK_SCALED: tl.constexpr, EVEN_K: tl.constexpr):
-    # sum_k w[r, k] * a[k] per row r in float32; block scales applied per 128-column group on the way.
+def _dot_rows(a_ptrs, w_ptrs, s_ptrs, K, a_ok, w_ok, SLOTS: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+              BLOCK_K: tl.constexpr, BLOCK_SCALED: tl.constexpr, EVEN_K: tl.constexpr):
+    # [SLOTS, BLOCK_ROWS] float32: sum_k w[s, r, k] * a[s, k], one [SLOTS, BLOCK_ROWS, BLOCK_K] tile per step
+    # (a loop over the slots would wait for DRAM once per slot: 9 us for Qwen3-MoE's one token with a cold L2,
+    # against 1 us of bytes). a_ptrs [SLOTS] and w_ptrs [SLOTS, BLOCK_ROWS] point at the rows' first column;
+    # s_ptrs [SLOTS, BLOCK_ROWS] at each row's scales: block scales applied per 128-column group on the way,
+    # a row's one scale on the sum.
     GROUPS: tl.constexpr = BLOCK_K // 128 if BLOCK_SCALED else 1
     offs_k = tl.arange(0, BLOCK_K)
-    sums = tl.zeros((BLOCK_ROWS,), dtype=tl.float32)
+    sums = tl.zeros((SLOTS, BLOCK_ROWS), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
-            a = tl.load(a_ptr + offs_k)
-            w = tl.load(w_ptr + offs_k[None, :], mask=rows_ok[:, None], other=0.0)
+            a = tl.load(a_ptrs[:, None] + offs_k[None, :], mask=a_ok[:, None], other=0.0)
+            w = tl.load(w_ptrs[:, :, None] + offs_k[None, None, :], mask=w_ok[:, :, None], other=0.0)
         else:
             in_k = offs_k < K - k * BLOCK_K
-            a = tl.load(a_ptr + offs_k, mask=in_k, other=0.0)
-            w = tl.load(w_ptr + offs_k[None, :], mask=rows_ok[:, None] & in_k[None, :], other=0.0)
-        prod = w.to(tl.float32) * a.to(tl.float32)[None, :]
+            a = tl.load(a_ptrs[:, None] + offs_k[None, :], mask=a_ok[:, None] & in_k[None, :], other=0.0)
+            w = tl.load(w_ptrs[:, :, None] + offs_k[None, None, :], mask=w_ok[:, :, None] & in_k[None, None, :],
+                        other=0.0)
+        prod = w.to(tl.float32) * a.to(tl.float32)[:, None, :]
         if BLOCK_SCALED:
             groups = (k * BLOCK_K) // 128 + tl.arange(0, GROUPS)
-            s = tl.load(s_ptrs[:, None] + groups[None, :], mask=rows_ok[:, None] & (groups[None, :] * 128 < K),
-                        other=0.0)
-            sums += tl.sum(tl.sum(tl.reshape(prod, (BLOCK_ROWS, GROUPS, 128)), axis=2) * s, axis=1)
+            s = tl.load(s_ptrs[:, :, None] + groups[None, None, :],
+                        mask=w_ok[:, :, None] & (groups[None, None, :] * 128 < K), other=0.0)
+            sums += tl.sum(tl.sum(tl.reshape(prod, (SLOTS, BLOCK_ROWS, GROUPS, 128)), axis=3) * s, axis=2)
         else:
-            sums += tl.sum(prod, axis=1)
-        a_ptr += BLOCK_K
-        w_ptr += BLOCK_K
+            sums += tl.sum(prod, axis=2)
+        a_ptrs += BLOCK_K
+        w_ptrs += BLOCK_K
     if not BLOCK_SCALED:
-        sums = sums * tl.load(s_ptrs, mask=rows_ok, other=0.0)
+        sums = sums * tl.load(s_ptrs, mask=w_ok, other=0.0)
     return sums
 
 
@@ -69,7 +74,7 @@ def gemv_gate_up_kernel(a_ptr, w_ptr, w_scale_ptr, c_ptr, topk_ids_ptr, inter, K
                         stride_am, stride_we, stride_wn, stride_wse, stride_wsn, stride_cm,
                         BLOCK_ROWS: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_SCALED: tl.constexpr,
                         EVEN_K: tl.constexpr):
-    # Program (row block, pair): interleaved rows 2j + u of w1[expert] against hidden[token].
+    # Program (row block, pair): interleaved rows 2j + u of w1[expert] against hidden[token], one slot.
     pair = tl.program_id(1)
     expert = tl.load(topk_ids_ptr + pair).to(tl.int64)
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
@@ -77,9 +82,11 @@ def gemv_gate_up_kernel(a_ptr, w_ptr, w_scale_ptr, c_ptr, topk_ids_ptr, inter, K
     ROW_GROUP: tl.constexpr = 128 if BLOCK_SCALED else 1
     # The scale of interleaved row 2j + u is that of row j + u * inter of w1 as it comes.
     s_ptrs = w_scale_ptr + expert * stride_wse + ((rows // 2 + (rows % 2) * inter) // ROW_GROUP) * stride_wsn
-    w_rows = w_ptr + expert * stride_we + rows[:, None].to(tl.int64) * stride_wn
-    a_row = a_ptr + (pair // top_k).to(tl.int64) * stride_am
-    sums = _row_dot(a_row, w_rows, s_ptrs, K, rows_ok, BLOCK_ROWS, BLOCK_K, BLOCK_SCALED, EVEN_K)
+    w_ptrs = w_ptr + expert * stride_we + rows.to(tl.int64) * stride_wn
+    one = tl.zeros((1,), dtype=tl.int64)
+    a_ptrs = a_ptr + (pair // top_k).to(tl.int64) * stride_am + one
+    sums = _dot_rows(a_ptrs, w_ptrs[None, :], s_ptrs[None, :], K, one == 0, rows_ok[None, :], 1, BLOCK_ROWS,
+                     BLOCK_K, BLOCK_SCALED, EVEN_K)
     gate, up = tl.split(tl.reshape(sums, (BLOCK_ROWS // 2, 2)))
     out = gate / (1.0 + tl.exp(-gate)) * up
     cols = tl.program_id(0) * (BLOCK_ROWS // 2) + tl.arange(0, BLOCK_ROWS // 2)
@@ -91,9 +98,8 @@ def gemv_down_sum_kernel(a_ptr, w_ptr, w_scale_ptr, out_ptr, topk_ids_ptr, topk_
                          stride_am, stride_we, stride_wn, stride_wse, stride_wsn, stride_om,
                          TOP_K: tl.constexpr, KP: tl.constexpr, BLOCK_ROWS: tl.constexpr,
                          BLOCK_K: tl.constexpr, BLOCK_SCALED: tl.constexpr, EVEN_K: tl.constexpr):
-    # Program (row block, token): BLOCK_ROWS rows of w2 for all the token's top_k experts at once, one
-    # [experts, rows, BLOCK_K] tile per step (a loop over the experts would wait for DRAM once per expert:
-    # 9 us for Qwen3-MoE's one token with a cold L2, against 1 us of bytes), weighted and summed in registers.
+    # Program (row block, token): BLOCK_ROWS rows of w2 for all the token's top_k experts at once (one slot
+    # each), weighted and summed in registers.
     token = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     rows_ok = rows < H
@@ -104,29 +110,9 @@ def gemv_down_sum_kernel(a_ptr, w_ptr, w_scale_ptr, out_ptr, topk_ids_ptr, topk_
     ok = slot_ok[:, None] & rows_ok[None, :]
     ROW_GROUP: tl.constexpr = 128 if BLOCK_SCALED else 1
     s_ptrs = w_scale_ptr + expert[:, None] * stride_wse + (rows // ROW_GROUP)[None, :] * stride_wsn
-    w_ptrs = w_ptr + expert[:, None, None] * stride_we + rows[None, :, None].to(tl.int64) * stride_wn
-    a_ptrs = a_ptr + pair[:, None].to(tl.int64) * stride_am
-    GROUPS: tl.constexpr = BLOCK_K // 128 if BLOCK_SCALED else 1
-    offs_k = tl.arange(0, BLOCK_K)
-    sums = tl.zeros((KP, BLOCK_ROWS), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        in_k = offs_k < K - k * BLOCK_K
-        if EVEN_K:
-            in_k = offs_k < BLOCK_K
-        a = tl.load(a_ptrs + offs_k[None, :], mask=slot_ok[:, None] & in_k[None, :], other=0.0)
-        w = tl.load(w_ptrs + offs_k[None, None, :], mask=ok[:, :, None] & in_k[None, None, :], other=0.0)
-        prod = w.to(tl.float32) * a.to(tl.float32)[:, None, :]
-        if BLOCK_SCALED:
-            groups = (k * BLOCK_K) // 128 + tl.arange(0, GROUPS)
-            s = tl.load(s_ptrs[:, :, None] + groups[None, None, :],
-                        mask=ok[:, :, None] & (groups[None, None, :] * 128 < K), other=0.0)
-            sums += tl.sum(tl.sum(tl.reshape(prod, (KP, BLOCK_ROWS, GROUPS, 128)), axis=3) * s, axis=2)
-        else:
-            sums += tl.sum(prod, axis=2)
-        a_ptrs += BLOCK_K
-        w_ptrs += BLOCK_K
-    if not BLOCK_SCALED:
-        sums = sums * tl.load(s_ptrs, mask=ok, other=0.0)
+    w_ptrs = w_ptr + expert[:, None] * stride_we + rows[None, :].to(tl.int64) * stride_wn
+    a_ptrs = a_ptr + pair.to(tl.int64) * stride_am
+    sums = _dot_rows(a_ptrs, w_ptrs, s_ptrs, K, slot_ok, ok, KP, BLOCK_ROWS, BLOCK_K, BLOCK_SCALED, EVEN_K)
     router = tl.load(topk_weights_ptr + pair, mask=slot_ok, other=0.0)
     total = tl.sum(sums * router[:, None], axis=0)
     tl.store(out_ptr + token.to(tl.int64) * stride_om + rows, total.to(out_ptr.dtype.element_ty), mask=rows_ok)
