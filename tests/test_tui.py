@@ -73,6 +73,7 @@ def drive(app, scenario, size=(100, 30)):
     async def main():
         async with app.run_test(size=size) as pilot:
             await settle(pilot)
+            await until_idle(pilot, lambda: pilot.app.model is not None)  # the file's launches discovered
             await scenario(pilot)
 
     asyncio.run(main())
@@ -93,16 +94,21 @@ async def wait_until(pilot, condition, timeout: float = 30.0):
     await settle(pilot)
 
 
-async def choose_first(pilot, timeout: float = 60.0):
-    """Enter on the launch the cursor starts on (the first launch of the file), then wait until its advice is
-    shown and no worker runs: a worker's message may start another after `settle`'s rounds, which on a loaded
-    machine (the suite under -n 2) left a search unfinished when the test looked."""
-    await pilot.press("enter")
-    await settle(pilot)
+async def until_idle(pilot, ready, timeout: float = 60.0):
+    """Wait until `ready()` holds and no worker runs: a worker's message may start another after `settle`'s
+    rounds, which on a loaded machine (the suite under -n 2, a cold compile cache in CI) left discovery or a
+    search unfinished when a test looked."""
     end = time.monotonic() + timeout
-    while (pilot.app.advice is None or len(pilot.app.workers)) and time.monotonic() < end:
+    while (not ready() or len(pilot.app.workers)) and time.monotonic() < end:
         await settle(pilot, 1)
         await pilot.pause(0.05)
+
+
+async def choose_first(pilot):
+    """Enter on the launch the cursor starts on (the first launch of the file) and wait for its advice."""
+    await pilot.press("enter")
+    await settle(pilot)
+    await until_idle(pilot, lambda: pilot.app.advice is not None)
     assert pilot.app.advice is not None, pilot.app.notices
 
 
