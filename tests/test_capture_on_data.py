@@ -116,6 +116,10 @@ def test_kernel_hash_n_picks_the_nth_launch_of_a_kernel(capsys):
     assert "NAME#2 for a kernel's second launch" in capsys.readouterr().err
     assert main(["diagnose", str(ROUTED), "--call", call, "--kernel", "rows_kernel#1", "--measured", "5",
                  "--format", "json"]) == 0
+    capsys.readouterr()
+    assert main(["suggest", str(ROUTED), "--call", call, "--kernel", "row_kernel", "--no-confirm"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # a misspelt name: the kernels there are named
+    assert len(err) == 1 and "no launch of kernel 'row_kernel'; its kernels: " in err[0] and "rows_kernel" in err[0]
 
 
 def test_a_layers_trace_given_with_its_file_keeps_the_other_files_kernels(tmp_path):

@@ -89,7 +89,10 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
             subject.label += f" (x{count})"
         out.append(subject)
     if not out:
-        raise AdvisorError(f"{path}: no launch of kernel {kernel!r}" if kernel else f"{path}: no launches in it")
+        if not kernel:
+            raise AdvisorError(f"{path}: no launches in it")
+        names = ", ".join(dict.fromkeys(launch.kernel for launch in sourced))
+        raise AdvisorError(f"{path}: no launch of kernel {kernel!r}" + (f"; its kernels: {names}" if names else ""))
     return out
 
 
