@@ -150,7 +150,7 @@ def plan() -> int:
 
 
 def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_only: bool = False,
-             fuse_sum: bool = True) -> tuple[bool, str]:
+             fuse_sum: bool = True, tile_scales: bool = False) -> tuple[bool, str]:
     """Compile one (shape, config, form, scaling, A's type, GEMM2's form) of the fp8 kernel with tiny stand-ins
     and the real integer arguments."""
     try:
@@ -182,7 +182,7 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_on
             top_k if gated else 1, top_k if accumulate else 1, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out,
             grid=(1,), GATED=gated, ACCUMULATE=accumulate, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
             B_TMA=True, BLOCK_SCALED=block, A_FP8=not weight_only, compute_type=fm._TL_DTYPES[torch.bfloat16],
-            num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
+            TILE_SCALES=tile_scales, num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
         return True, ""
     except Exception as exc:  # a config that does not compile is a result, not a crash
         return False, f"{type(exc).__name__}: {' '.join(str(exc).split())[:240]}"

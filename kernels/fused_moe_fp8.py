@@ -70,7 +70,8 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
               stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
               BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
               GATED: tl.constexpr, ACCUMULATE: tl.constexpr, EVEN_K: tl.constexpr, B_TMA: tl.constexpr,
-              BLOCK_SCALED: tl.constexpr, A_FP8: tl.constexpr, compute_type: tl.constexpr):
+              BLOCK_SCALED: tl.constexpr, A_FP8: tl.constexpr, compute_type: tl.constexpr,
+              TILE_SCALES: tl.constexpr = False):
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     pair = tl.load(sorted_token_ids_ptr + offs_m)
@@ -97,6 +98,16 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
     b_row = (expert * rows_per_expert + pid_n * BLOCK_SIZE_N).to(tl.int32)
 
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    if TILE_SCALES:
+        # The tile's weight rows lie in one 128-row scale group (GATED: one for its gate half, one for its up
+        # half; `tile_scales` says when), so a step's scale is one number per A row: the step's product is
+        # scaled by a row vector, one FFMA an element, where per-column scales cost an FMUL more each (their
+        # outer product with A's scales) on the FMA pipe the MMA's promotion already loads.
+        first = pid_n * BN_OUT
+        gate_scales = b_scale_ptr + expert * stride_bse + (first // 128) * stride_bsn
+        up_scales = b_scale_ptr + expert * stride_bse + ((first + N) // 128) * stride_bsn
+        acc_gate = tl.zeros((BLOCK_SIZE_M, BN_OUT), dtype=tl.float32)
+        acc_up = tl.zeros((BLOCK_SIZE_M, BN_OUT), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         if EVEN_K:
             a = tl.load(a_ptrs, mask=token_mask[:, None], other=0.0)
@@ -112,7 +123,24 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
             # Weight-only: the fp8 weights widen to A's 16-bit type in registers (exact: e4m3 fits in bf16
             # and fp16) and the MMA runs in 16 bits; no activation is quantised.
             b = b.to(a.dtype)
-        if BLOCK_SCALED:
+        if BLOCK_SCALED and TILE_SCALES:
+            group = (k * BLOCK_SIZE_K) // 128
+            step = tl.dot(a, b)
+            if A_FP8:
+                a_s = tl.load(a_scale_ptrs + group, mask=token_mask, other=0.0)
+                if GATED:
+                    gate, up = tl.split(tl.reshape(step, (BLOCK_SIZE_M, BN_OUT, 2)))
+                    acc_gate += gate * (a_s * tl.load(gate_scales + group))[:, None]
+                    acc_up += up * (a_s * tl.load(up_scales + group))[:, None]
+                else:
+                    acc += step * (a_s * tl.load(gate_scales + group))[:, None]
+            elif GATED:
+                gate, up = tl.split(tl.reshape(step, (BLOCK_SIZE_M, BN_OUT, 2)))
+                acc_gate += gate * tl.load(gate_scales + group)
+                acc_up += up * tl.load(up_scales + group)
+            else:
+                acc += step * tl.load(gate_scales + group)
+        elif BLOCK_SCALED:
             # BLOCK_SIZE_K divides the 128-column group, so one scale per row covers the whole step. The
             # step's product is a second accumulator-sized tile: twice the registers of a bf16 tile.
             group = (k * BLOCK_SIZE_K) // 128
@@ -135,7 +163,9 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
         else:
             acc = acc * b_s[None, :]
 
-    if GATED:
+    if GATED and TILE_SCALES:
+        out = acc_gate / (1.0 + tl.exp(-acc_gate)) * acc_up
+    elif GATED:
         gate, up = tl.split(tl.reshape(acc, (BLOCK_SIZE_M, BN_OUT, 2)))
         out = gate / (1.0 + tl.exp(-gate)) * up
     else:
@@ -166,7 +196,7 @@ def fused_moe_fp8_kernel(
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr, GATED: tl.constexpr, ACCUMULATE: tl.constexpr, PERSISTENT: tl.constexpr,
     EVEN_K: tl.constexpr, B_TMA: tl.constexpr, BLOCK_SCALED: tl.constexpr, A_FP8: tl.constexpr,
-    compute_type: tl.constexpr,
+    compute_type: tl.constexpr, TILE_SCALES: tl.constexpr = False,
 ):
     BN_OUT: tl.constexpr = BLOCK_SIZE_N // (1 + GATED)
     num_pid_n = tl.cdiv(N, BN_OUT)
@@ -179,7 +209,7 @@ def fused_moe_fp8_kernel(
                       expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                       stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
                       BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, BLOCK_SCALED,
-                      A_FP8, compute_type)
+                      A_FP8, compute_type, TILE_SCALES)
     else:
         pid_m, pid_n = ff._tile_coords(tl.program_id(0), tl.cdiv(EM, BLOCK_SIZE_M), num_pid_n, GROUP_SIZE_M)
         if pid_m * BLOCK_SIZE_M < num_tokens_post_padded:
@@ -187,7 +217,7 @@ def fused_moe_fp8_kernel(
                       expert_ids_ptr, pid_m, pid_n, N, K, num_valid_tokens, a_div, c_div,
                       stride_am, stride_asm, stride_be, stride_bn, stride_bse, stride_bsn, stride_cm,
                       BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GATED, ACCUMULATE, EVEN_K, B_TMA, BLOCK_SCALED,
-                      A_FP8, compute_type)
+                      A_FP8, compute_type, TILE_SCALES)
 
 
 def check_config(config: Config, gated: bool, scaling: str = "block") -> None:
@@ -202,9 +232,18 @@ def check_config(config: Config, gated: bool, scaling: str = "block") -> None:
                            "columns; use BLOCK_SIZE_N >= 32")
 
 
+def tile_scales_fit(config: Config, gated: bool, n_out: int, scaling: str) -> bool:
+    """Whether every tile's weight rows lie in one 128-row block-scale group (GATED: its gate rows in one and its
+    up rows in one): its BN_OUT output columns divide 128 and the output width (tiles start at multiples of
+    BN_OUT, the up half N rows further, and no tile wraps past the last row)."""
+    bn_out = config["BLOCK_SIZE_N"] // (2 if gated else 1)
+    return scaling == "block" and bn_out > 0 and SCALE_BLOCK % bn_out == 0 and n_out % bn_out == 0
+
+
 def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_ids, expert_ids,
                     num_tokens_post_padded, top_k: int, config: Config, gated: bool, persistent: bool = False,
-                    b_tma: bool | None = None, scaling: str = "block", sum_topk: bool = True):
+                    b_tma: bool | None = None, scaling: str = "block", sum_topk: bool = True,
+                    tile_scales: bool | None = False):
     """One GEMM of the layer in fp8, its operands quantised by `quantize_rows` / `quantize_weights` with
     `scaling` ("block" or "channel"). Weight-only (w8a16): a_q is the bf16/fp16 activation itself and
     a_scales None; the weights widen to 16 bits in registers and the MMA runs in 16 bits.
@@ -213,6 +252,8 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
     bf16/fp16 = silu(gate) * up. Else (GEMM2): a_q [M * top_k, K] activation, w_q [E, H, K]; sum_topk: c [M, H]
     float32 zeroed by the caller, c[t] += weight[t, k] * a[t * top_k + k] @ w[expert]^T; else c [M * top_k, H]
     bf16/fp16, c[p] = weight[p] * a[p] @ w[expert]^T for each (token, expert) pair p, summed by the caller.
+    tile_scales: scale each K step by one number per A row where the tile's weight rows share a scale group
+    (`tile_scales_fit`); None: wherever they do.
     """
     a_fp8 = a_q.dtype == FP8
     if w_q.dtype != FP8 or not (a_fp8 or a_q.dtype in (torch.bfloat16, torch.float16)):
@@ -252,6 +293,10 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
     if b_tma:
         b_desc = fm.TensorDescriptor(w_q, [e * rows_b, k], [w_q.stride(1), 1],
                                      [config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"]])
+    fits = tile_scales_fit(config, gated, n_out, scaling)
+    if tile_scales and not fits:
+        raise AdvisorError(f"tile_scales with {config.label()}: the tile's {config['BLOCK_SIZE_N']} weight rows do not "
+                           f"share a 128-row scale group ({n_out} output columns); pass tile_scales=None")
     em = sorted_token_ids.shape[0]
     if persistent:
         grid = ff.persistent_grid(em, n_out, config, gated, ff._num_sms(a_q.device))
@@ -264,6 +309,7 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
         w_scales.stride(1), c.stride(0),
         GATED=gated, ACCUMULATE=accumulate, PERSISTENT=persistent, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
         B_TMA=b_tma, BLOCK_SCALED=scaling == "block", A_FP8=a_fp8, compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
+        TILE_SCALES=fits if tile_scales is None else bool(tile_scales),
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params,
     )
     return c

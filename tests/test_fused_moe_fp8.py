@@ -134,6 +134,61 @@ def test_gemm1_fp8_matches_reference(m, e, top_k, k, inter, tiles, kind, persist
     assert err < 1e-3, f"relative error {err:.2e} with {config.label()} (seed {seed})"
 
 
+TILE_SCALE_CASES = [
+    # M, E, top_k, K, I, (BM, BN, BK, GM): every tile's weight rows in one 128-row scale group per half
+    pytest.param(37, 8, 2, 256, 128, (16, 256, 128, 2), id="gate-and-up-groups-BN_OUT128"),
+    pytest.param(29, 16, 4, 384, 192, (32, 128, 64, 1), id="I192-up-half-starts-mid-group"),
+    pytest.param(20, 6, 2, 128, 64, (64, 32, 32, 1), id="BN_OUT16-K-steps-share-a-group"),
+]
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
+@pytest.mark.parametrize("weight_only", [False, True], ids=["w8a8", "w8a16"])
+@pytest.mark.parametrize("m, e, top_k, k, inter, tiles", TILE_SCALE_CASES)
+def test_tile_scales_give_the_per_column_form_s_result(m, e, top_k, k, inter, tiles, weight_only, persistent):
+    """Block scales applied as one number per A row where the tile's rows share a scale group (GEMM1: its gate
+    half and its up half; GEMM2: all of them) against the reference and the per-column form."""
+    seed, hidden, w1, w2, weights, ids = fp8_case(m, e, top_k, k, inter, "hot")
+    config = make_config(*tiles)
+    fp8 = f8.Fp8Weights(w1, w2, "block")
+    w1_dq, w2_dq = fp8.dequantized()
+    a_q, a_s = (hidden, None) if weight_only else f8.quantize_rows_reference(hidden, "block")
+    align = moe_align_triton(ids, (tiles[0],), e)[0]
+    config2 = make_config(tiles[0], min(tiles[1], 128), tiles[2], tiles[3])  # GEMM2: BN output columns
+    assert f8.tile_scales_fit(config, True, inter, "block") and f8.tile_scales_fit(config2, False, k, "block")
+    ref = f8.gemm1_reference(a_q, a_s, w1_dq, ids) if not weight_only else f8.gemm1_reference(hidden, None, w1_dq, ids)
+    outs = {}
+    for tile_scales in (False, True):
+        c = torch.full((m * top_k, inter), NAN, dtype=torch.float16)
+        f8.invoke_fp8_gemm(a_q, a_s, fp8.w1_il, fp8.w1_scales, c, weights, *align, top_k=top_k, config=config,
+                           gated=True, persistent=persistent, tile_scales=tile_scales)
+        err = rel_error(c, ref)
+        assert err < 1e-3, f"GEMM1 tile_scales={tile_scales}: relative error {err:.2e} (seed {seed})"
+        outs[tile_scales] = c.float()
+    assert rel_error(outs[True], outs[False]) < 1e-3
+    act = torch.randn(m * top_k, inter, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+    b_q, b_s = (act, None) if weight_only else f8.quantize_rows_reference(act, "block")
+    b_in = act.float() if weight_only else f8.dequantize_rows(b_q, b_s)
+    ref2 = fm.fused_moe_gemm_reference(b_in, w2_dq, ids, 1, weights).view(m, top_k, -1).sum(dim=1)
+    out = torch.zeros((m, k), dtype=torch.float32)
+    f8.invoke_fp8_gemm(b_q, b_s, fp8.w2, fp8.w2_scales, out, weights, *align, top_k=top_k, config=config2,
+                       gated=False, tile_scales=True)
+    err = rel_error(out, ref2)
+    assert err < 1e-5, f"GEMM2 with tile scales: relative error {err:.2e} (seed {seed})"
+
+
+def test_tile_scales_refuse_a_tile_across_scale_groups():
+    _, hidden, w1, w2, weights, ids = fp8_case(4, 8, 2, 128, 96, "uniform")
+    fp8 = f8.Fp8Weights(w1, w2, "block")
+    a_q, a_s = f8.quantize_rows_reference(hidden, "block")
+    config = make_config(16, 128, 64, 1)  # 64 output columns: I = 96 puts the up half's tiles across groups
+    assert not f8.tile_scales_fit(config, True, 96, "block") and not f8.tile_scales_fit(config, True, 128, "channel")
+    c = torch.empty((8, 96), dtype=torch.bfloat16)
+    with pytest.raises(AdvisorError, match="do not share a 128-row scale group"):
+        f8.invoke_fp8_gemm(a_q, a_s, fp8.w1_il, fp8.w1_scales, c, weights, *moe_align_triton(ids, (16,), 8)[0],
+                           top_k=2, config=config, gated=True, tile_scales=True)
+
+
 @SCALINGS
 @pytest.mark.parametrize("m, e, top_k, k, inter, tiles, kind", GEMM1_CASES[1:])
 def test_gemm2_fp8_accumulates_weighted_rows(m, e, top_k, k, inter, tiles, kind, scaling):
