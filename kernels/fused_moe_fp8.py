@@ -100,7 +100,7 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     if TILE_SCALES:
         # The tile's weight rows lie in one 128-row scale group (GATED: one for its gate half, one for its up
-        # half; `tile_scales` says when), so a step's scale is one number per A row: the step's product is
+        # half; `tile_scales_fit` says when), so a step's scale is one number per A row: the step's product is
         # scaled by a row vector, one FFMA an element, where per-column scales cost an FMUL more each (their
         # outer product with A's scales) on the FMA pipe the MMA's promotion already loads.
         first = pid_n * BN_OUT
@@ -232,6 +232,12 @@ def check_config(config: Config, gated: bool, scaling: str = "block") -> None:
                            "columns; use BLOCK_SIZE_N >= 32")
 
 
+# Tile scales pay where Triton runs the tile as warpgroup MMAs (64 rows or more on Hopper): there the per-column
+# form's extra FMUL an element competes with the MMAs' promotion; 16-row tiles (few tokens) are bound by memory
+# and latency, and the form's scalar scale loads cost 0-12% there (H100, every shipped count: RESULTS 47).
+TILE_SCALES_MIN_M = 64
+
+
 def tile_scales_fit(config: Config, gated: bool, n_out: int, scaling: str) -> bool:
     """Whether every tile's weight rows lie in one 128-row block-scale group (GATED: its gate rows in one and its
     up rows in one): its BN_OUT output columns divide 128 and the output width (tiles start at multiples of
@@ -243,7 +249,7 @@ def tile_scales_fit(config: Config, gated: bool, n_out: int, scaling: str) -> bo
 def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_ids, expert_ids,
                     num_tokens_post_padded, top_k: int, config: Config, gated: bool, persistent: bool = False,
                     b_tma: bool | None = None, scaling: str = "block", sum_topk: bool = True,
-                    tile_scales: bool | None = False):
+                    tile_scales: bool | None = None):
     """One GEMM of the layer in fp8, its operands quantised by `quantize_rows` / `quantize_weights` with
     `scaling` ("block" or "channel"). Weight-only (w8a16): a_q is the bf16/fp16 activation itself and
     a_scales None; the weights widen to 16 bits in registers and the MMA runs in 16 bits.
@@ -252,8 +258,8 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
     bf16/fp16 = silu(gate) * up. Else (GEMM2): a_q [M * top_k, K] activation, w_q [E, H, K]; sum_topk: c [M, H]
     float32 zeroed by the caller, c[t] += weight[t, k] * a[t * top_k + k] @ w[expert]^T; else c [M * top_k, H]
     bf16/fp16, c[p] = weight[p] * a[p] @ w[expert]^T for each (token, expert) pair p, summed by the caller.
-    tile_scales: scale each K step by one number per A row where the tile's weight rows share a scale group
-    (`tile_scales_fit`); None: wherever they do.
+    tile_scales: scale each K step by one number per A row, which needs the tile's weight rows to share a scale
+    group (`tile_scales_fit`); None: where they do and the tile has TILE_SCALES_MIN_M rows or more.
     """
     a_fp8 = a_q.dtype == FP8
     if w_q.dtype != FP8 or not (a_fp8 or a_q.dtype in (torch.bfloat16, torch.float16)):
@@ -309,7 +315,7 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
         w_scales.stride(1), c.stride(0),
         GATED=gated, ACCUMULATE=accumulate, PERSISTENT=persistent, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
         B_TMA=b_tma, BLOCK_SCALED=scaling == "block", A_FP8=a_fp8, compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
-        TILE_SCALES=fits if tile_scales is None else bool(tile_scales),
+        TILE_SCALES=fits and config["BLOCK_SIZE_M"] >= TILE_SCALES_MIN_M if tile_scales is None else bool(tile_scales),
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params,
     )
     return c
@@ -432,14 +438,15 @@ def layer_configs(m: int, num_experts: int, inter: int, top_k: int, device_name:
 
 def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: Config | None = None,
                   config2: Config | None = None, persistent: bool = False, b_tma: bool | None = None,
-                  form: str | None = None, fuse_sum: bool | None = None) -> torch.Tensor:
+                  form: str | None = None, fuse_sum: bool | None = None,
+                  tile_scales: bool | None = None) -> torch.Tensor:
     """The layer in fp8, [M, H] in hidden's dtype. form "w8a8": quantise hidden, align, GEMM1 (SiLU-and-mul
     fused) -> 16-bit activation, quantise it, GEMM2 with the router weight fused and (fuse_sum) the top-k sum
     by float32 atomics, cast; or (not fuse_sum) weighted rows stored in hidden's dtype and one torch sum.
     "w8a16": the same with no quantiser (16-bit activations into both GEMMs). "gemv": the two GEMVs of
     `kernels.fused_moe_fp8_gemv` (no align, no fuse_sum). form None: `choose_form` for this GPU; fuse_sum
     None: `choose_fuse_sum`. config None: `layer_configs` for this GPU, form and GEMM2 form; config2 None: the
-    tuned GEMM2 config when config is None too, else config."""
+    tuned GEMM2 config when config is None too, else config. tile_scales: as `invoke_fp8_gemm`'s, both GEMMs."""
     from kernels.moe_align import moe_align_triton  # late: kernels.moe_align imports kernels.fused_moe
 
     if hidden.dim() != 2 or hidden.shape[1] != weights.hidden:
@@ -475,18 +482,20 @@ def fused_moe_fp8(hidden, weights: Fp8Weights, topk_weights, topk_ids, config: C
     a_q, a_s = (hidden, None) if weight_only else quantize_rows(hidden, weights.scaling)
     act = torch.empty((m * top_k, inter), dtype=hidden.dtype, device=hidden.device)
     invoke_fp8_gemm(a_q, a_s, weights.w1_il, weights.w1_scales, act, topk_weights, *aligned[0], top_k=top_k,
-                    config=config, gated=True, persistent=persistent, b_tma=b_tma, scaling=weights.scaling)
+                    config=config, gated=True, persistent=persistent, b_tma=b_tma, scaling=weights.scaling,
+                    tile_scales=tile_scales)
     act_q, act_s = (act, None) if weight_only else quantize_rows(act, weights.scaling)
     if not fuse_sum:
         rows = torch.empty((m * top_k, h), dtype=hidden.dtype, device=hidden.device)
         invoke_fp8_gemm(act_q, act_s, weights.w2, weights.w2_scales, rows, topk_weights, *aligned[-1], top_k=top_k,
                         config=config2, gated=False, persistent=persistent, b_tma=b_tma, scaling=weights.scaling,
-                        sum_topk=False)
+                        sum_topk=False, tile_scales=tile_scales)
         # One kernel: torch sums bf16 in float32 and rounds once (as the bf16 layer's unfused GEMM2 form).
         return rows.view(m, top_k, h).sum(dim=1)
     out = torch.zeros((m, h), dtype=torch.float32, device=hidden.device)
     invoke_fp8_gemm(act_q, act_s, weights.w2, weights.w2_scales, out, topk_weights, *aligned[-1], top_k=top_k,
-                    config=config2, gated=False, persistent=persistent, b_tma=b_tma, scaling=weights.scaling)
+                    config=config2, gated=False, persistent=persistent, b_tma=b_tma, scaling=weights.scaling,
+                    tile_scales=tile_scales)
     return out.to(hidden.dtype)
 
 
