@@ -196,3 +196,27 @@ def test_a_generic_launch_writes_its_stored_tensors_type_not_its_operands():
     doc = doc[0] if isinstance(doc, list) else doc
     (cause,) = [c for c in doc["causes"] if c["name"] == "DRAM writes"]
     assert f"{8192 * 8192 * 2 / 1e6:.1f} MB of output written" in cause["why"]
+
+
+def test_scaling_each_steps_product_in_a_warpgroup_mma_loop_is_named():
+    """16 K steps of a 128 x 128 tile on 4 warps, each step's product scaled (one FFMA per accumulator element:
+    128 a thread) before it is added: 2,048 FFMAs a warp, on the busiest SM (32 of 4,096 CTAs) at the calibrated
+    FMA rate. The same GEMM accumulating in the MMA has no such work and no such cause."""
+    from advisor.cli import main
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "routed_kernels.py"
+
+    def causes(call):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["diagnose", str(fixture), "--call", call, "--measured", "200", "--gpu", "h100",
+                         "--format", "json"]) == 0
+        doc = json.loads(out.getvalue())
+        return {c["name"]: c for c in (doc[0] if isinstance(doc, list) else doc)["causes"]}
+
+    scaled = causes("scaled_fp8_gemm(randn(8192, 1024, f8), randn(1024, 8192, f8), rand(16, 8192))")
+    cause = scaled["MMA-result scaling"]
+    assert cause["why"].startswith("2048 floating-point FMA-pipe instructions a warp")
+    fma_per_sm = GPU.rates.fma_tflops * 1e12 / 2 / 32 / SMS
+    assert cause["estimate_us"] == pytest.approx(32 * 4 * 2048 / fma_per_sm * 1e6, rel=1e-4)  # printed to 3 places
+    assert "MMA-result scaling" not in causes("fp8_gemm(randn(8192, 1024, f8), randn(1024, 8192, f8))")

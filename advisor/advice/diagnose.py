@@ -87,6 +87,8 @@ DEPENDENT_ISSUE_CYCLES = 4.0
 _SOFTWARE_DIVISION = re.compile(r"__cuda_sm\d+x?_(?:div|rem)_[su]64")
 _INPUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "tf32": 4}
 _SM_KEYS = ("tensor", "fma", "alu", "xu", "lsu", "fp64", "smem")
+_WARPGROUP_MMA = ("HGMMA", "QGMMA", "IGMMA", "BGMMA")
+_FP_FMA = ("FFMA", "FMUL", "FADD", "FFMA32I", "FMUL32I", "FADD32I", "HFMA2", "HMUL2", "HADD2")
 
 
 @dataclass
@@ -256,6 +258,7 @@ class _Sass:
     store_footprint: float | None = None  # bytes of the tensors it writes with plain stores (None: not read)
     store_element: int = 0        # the widest element among them
     trips: float | None = None    # the longest loop whose bound the launch determines
+    mma_loop_fma: float = 0.0     # per warp: FMA-pipe instructions in loops that issue warpgroup MMAs
 
 
 def _per_sm_rate(key: str, demand: Demand, rates) -> float | None:
@@ -371,6 +374,14 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
                          "sustained clock under tensor load, measured on an H100: ANCHORS section 6)")
     elif loop is not None and loop.tiles and clock_fraction is None:
         notes.append(f"no measured sustained clock for {spec.name}: operand staging not estimated")
+    if sass.mma_loop_fma and "fma" in rate:
+        # Work a K loop does with each step's product (block scales' promotion) waits for that step's warpgroup MMA,
+        # and the next step's MMA for it: on the busiest SM, time beside the MMAs rather than under them.
+        scaling_us = busiest_ctas * config.num_warps * sass.mma_loop_fma / rate["fma"] * 1e6
+        estimates.append(("MMA-result scaling", scaling_us,
+                          f"{sass.mma_loop_fma:g} floating-point FMA-pipe instructions a warp in the warpgroup-MMA "
+                          f"loop (each step's product scaled before the next step's MMA), {busiest_ctas} CTAs on the "
+                          "busiest SM: at most this, where the scaling does not overlap the MMAs"))
     probe = None
     if loop is not None and loop.tiles and clock_fraction:
         # The tensor pipe's share of the time (padded work at the calibrated rate): what sets the power.
@@ -510,6 +521,7 @@ def _read_sass(subject, config: Config, notes: list[str]) -> _Sass:
         else:
             out.atomic_bytes += times * atomic_bytes(ins.opcode, ins.mods)
     out.division_names = tuple(sorted(names))
+    out.mma_loop_fma = mma_loop_fma(code)
     from advisor.advice.operands import ELEMENT_BYTES
     from advisor.advice.stores import accumulated_tensors, stored_outputs
     from ceilings.compile import load_kernel
@@ -523,6 +535,19 @@ def _read_sass(subject, config: Config, notes: list[str]) -> _Sass:
         out.store_footprint = float(sum(t.numel * ELEMENT_BYTES.get(t.dtype, 4) for t in plain))
         out.store_element = max((ELEMENT_BYTES.get(t.dtype, 4) for t in plain), default=0)
     return out
+
+
+def mma_loop_fma(code) -> float:
+    """Floating-point FMA-pipe instructions one warp executes in the loops that issue warpgroup MMAs (weighted by
+    their trips), each block once however deeply nested: what a K loop does with each step's product on the CUDA
+    cores. Integer multiply-adds (addresses) issue on the same pipe but are not the product's work."""
+    blocks: set[int] = set()
+    for loop in code.loops:
+        if any(ins.opcode in _WARPGROUP_MMA for j in loop.blocks
+               for ins in code.fn.instructions[slice(*code.cfg.blocks[j])]):
+            blocks |= set(loop.blocks)
+    return float(sum(code.weights[j] for j in blocks if j in code.cfg.reachable
+                     for ins in code.fn.instructions[slice(*code.cfg.blocks[j])] if ins.opcode in _FP_FMA))
 
 
 def _loop(subject, config: Config, d: Demand, sass: _Sass, notes: list[str]) -> _Loop | None:
