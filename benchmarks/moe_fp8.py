@@ -150,7 +150,7 @@ def plan() -> int:
 
 
 def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_only: bool = False,
-             fuse_sum: bool = True, tile_scales: bool = False) -> tuple[bool, str]:
+             fuse_sum: bool = True, tile_scales: bool | None = None) -> tuple[bool, str]:
     """Compile one (shape, config, form, scaling, A's type, GEMM2's form) of the fp8 kernel with tiny stand-ins
     and the real integer arguments."""
     try:
@@ -175,6 +175,9 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_on
         em *= config["BLOCK_SIZE_M"]
         grid = ff.gemm_grid(em, n_out, config, gated)
         block = scaling == "block"
+        if tile_scales is None:  # as `invoke_fp8_gemm` takes it
+            tile_scales = (f8.tile_scales_fit(config, gated, n_out, scaling)
+                           and config["BLOCK_SIZE_M"] >= f8.TILE_SCALES_MIN_M)
         kg = triton.cdiv(k, f8.SCALE_BLOCK) if block else 1
         rg = triton.cdiv(rows_b, f8.SCALE_BLOCK) if block else rows_b
         f8.fused_moe_fp8_kernel.warmup(
@@ -561,13 +564,19 @@ def token_counts(args, counts) -> list[int]:
 
 
 def main(argv=None) -> int:
+    global SCALINGS
     parser = common_parser(__doc__)
     parser.add_argument("--plan", action="store_true", help="print the prediction (no GPU) and stop")
     parser.add_argument("--layer", action="store_true", help="also time the layer at M >= 1024")
     parser.add_argument("--tune", action="store_true",
                         help="tune both GEMMs per shape, scheme and the engines' token counts (OUT/moe_fp8_tune.json)")
     parser.add_argument("--write-from", type=Path, help="a --tune JSON: write kernels/configs/fp8/ files from it")
+    parser.add_argument("--scalings", default=",".join(SCALINGS), help="comma-separated schemes to run (block,channel)")
     args = parser.parse_args(argv)
+    chosen = tuple(x for x in args.scalings.split(",") if x)
+    if not chosen or set(chosen) - set(SCALINGS):
+        parser.error(f"--scalings {args.scalings!r}: give some of {','.join(SCALINGS)}")
+    SCALINGS = chosen  # every step of this run reads the module's schemes
     if args.plan:
         return plan()
     if args.write_from:
