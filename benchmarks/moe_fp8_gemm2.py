@@ -152,7 +152,12 @@ def main(argv=None) -> int:
     parser = moe_fp8.common_parser(__doc__)
     parser.add_argument("--layer-ms", default="1024,4096", help="token counts to time the whole layer at")
     parser.add_argument("--write-from", type=Path, help="a run's JSON: write both GEMM2 folders' config files")
+    parser.add_argument("--scalings", default=",".join(moe_fp8.SCALINGS), help="comma-separated schemes to run")
     args = parser.parse_args(argv)
+    chosen = tuple(x for x in args.scalings.split(",") if x)
+    if not chosen or set(chosen) - set(moe_fp8.SCALINGS):
+        parser.error(f"--scalings {args.scalings!r}: give some of {','.join(moe_fp8.SCALINGS)}")
+    moe_fp8.SCALINGS = chosen  # the cases below and moe_fp8's helpers read the module's schemes
     if args.write_from:
         return write_from(args.write_from)
     out, started, device, device_name, shapes = moe_fp8.start(args)
