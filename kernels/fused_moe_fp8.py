@@ -98,7 +98,7 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
     b_row = (expert * rows_per_expert + pid_n * BLOCK_SIZE_N).to(tl.int32)
 
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    if TILE_SCALES:
+    if BLOCK_SCALED and TILE_SCALES:  # per-row (channel) scales have no per-step scale: the flag means nothing
         # The tile's weight rows lie in one 128-row scale group (GATED: one for its gate half, one for its up
         # half; `tile_scales_fit` says when), so a step's scale is one number per A row: the step's product is
         # scaled by a row vector, one FFMA an element, where per-column scales cost an FMUL more each (their
@@ -163,7 +163,7 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
         else:
             acc = acc * b_s[None, :]
 
-    if GATED and TILE_SCALES:
+    if GATED and BLOCK_SCALED and TILE_SCALES:
         out = acc_gate / (1.0 + tl.exp(-acc_gate)) * acc_up
     elif GATED:
         gate, up = tl.split(tl.reshape(acc, (BLOCK_SIZE_M, BN_OUT, 2)))
