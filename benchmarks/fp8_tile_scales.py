@@ -54,11 +54,8 @@ def both_forms(run, check, timer) -> dict:
     row = {"rel_error_columns": errs[False], "rel_error_tile": errs[True]}
     if max(errs.values()) >= 1e-2:
         return {**row, "status": "wrong"}
-    times = {False: [], True: []}
-    for _ in range(2):
-        for form in (False, True):
-            times[form].append(timer(lambda f=form: run(f)))
-    cols, tile = min(times[False]), min(times[True])
+    best = moe_fusion.fastest_alternately({form: (lambda f=form: run(f)) for form in (False, True)}, timer)
+    cols, tile = best[False], best[True]
     return {**row, "status": "ok", "columns_us": round(cols, 3), "tile_us": round(tile, 3),
             "ratio": round(tile / cols, 4)}
 

@@ -69,11 +69,8 @@ def compare(case, gemm: int, config, old, new, timer) -> dict:
            "new_vs_old": moe_fp8.relative(outs["new"], outs["old"].float())}
     if max(row["rel_error_old"], row["rel_error_new"]) >= 1e-2:
         return {**row, "status": "wrong"}
-    times: dict[str, list[float]] = {"old": [], "new": []}
-    for _ in range(2):  # alternately, so that a clock drift hits both
-        for version, mod in (("old", old), ("new", new)):
-            times[version].append(timer(lambda mod=mod: run(mod)))
-    row.update(status="ok", old_us=round(min(times["old"]), 3), new_us=round(min(times["new"]), 3))
+    best = moe_fusion.fastest_alternately({"old": lambda: run(old), "new": lambda: run(new)}, timer)
+    row.update(status="ok", old_us=round(best["old"], 3), new_us=round(best["new"], 3))
     return {**row, "ratio": round(row["new_us"] / row["old_us"], 4)}
 
 

@@ -176,8 +176,7 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_on
         grid = ff.gemm_grid(em, n_out, config, gated)
         block = scaling == "block"
         if tile_scales is None:  # as `invoke_fp8_gemm` takes it
-            tile_scales = (f8.tile_scales_fit(config, gated, n_out, scaling)
-                           and config["BLOCK_SIZE_M"] >= f8.TILE_SCALES_MIN_M)
+            tile_scales = f8.tile_scales_default(config, gated, n_out, scaling)
         kg = triton.cdiv(k, f8.SCALE_BLOCK) if block else 1
         rg = triton.cdiv(rows_b, f8.SCALE_BLOCK) if block else rows_b
         f8.fused_moe_fp8_kernel.warmup(
@@ -557,6 +556,15 @@ def start(args) -> tuple[Path, float, str, str | None, list]:
     return out, started, device, None if args.dry_run else torch.cuda.get_device_name(), shapes
 
 
+def choose_scalings(parser, text: str) -> None:
+    """Keep the schemes `--scalings` names (this module's SCALINGS, which every step of a run reads)."""
+    global SCALINGS
+    chosen = tuple(x for x in text.split(",") if x)
+    if not chosen or set(chosen) - set(SCALINGS):
+        parser.error(f"--scalings {text!r}: give some of {','.join(SCALINGS)}")
+    SCALINGS = chosen
+
+
 def token_counts(args, counts) -> list[int]:
     """`counts` less those --ms leaves out."""
     keep = {int(x) for x in args.ms.split(",")} if args.ms else None
@@ -564,7 +572,6 @@ def token_counts(args, counts) -> list[int]:
 
 
 def main(argv=None) -> int:
-    global SCALINGS
     parser = common_parser(__doc__)
     parser.add_argument("--plan", action="store_true", help="print the prediction (no GPU) and stop")
     parser.add_argument("--layer", action="store_true", help="also time the layer at M >= 1024")
@@ -573,10 +580,7 @@ def main(argv=None) -> int:
     parser.add_argument("--write-from", type=Path, help="a --tune JSON: write kernels/configs/fp8/ files from it")
     parser.add_argument("--scalings", default=",".join(SCALINGS), help="comma-separated schemes to run (block,channel)")
     args = parser.parse_args(argv)
-    chosen = tuple(x for x in args.scalings.split(",") if x)
-    if not chosen or set(chosen) - set(SCALINGS):
-        parser.error(f"--scalings {args.scalings!r}: give some of {','.join(SCALINGS)}")
-    SCALINGS = chosen  # every step of this run reads the module's schemes
+    choose_scalings(parser, args.scalings)
     if args.plan:
         return plan()
     if args.write_from:

@@ -154,10 +154,7 @@ def main(argv=None) -> int:
     parser.add_argument("--write-from", type=Path, help="a run's JSON: write both GEMM2 folders' config files")
     parser.add_argument("--scalings", default=",".join(moe_fp8.SCALINGS), help="comma-separated schemes to run")
     args = parser.parse_args(argv)
-    chosen = tuple(x for x in args.scalings.split(",") if x)
-    if not chosen or set(chosen) - set(moe_fp8.SCALINGS):
-        parser.error(f"--scalings {args.scalings!r}: give some of {','.join(moe_fp8.SCALINGS)}")
-    moe_fp8.SCALINGS = chosen  # the cases below and moe_fp8's helpers read the module's schemes
+    moe_fp8.choose_scalings(parser, args.scalings)  # the cases below read moe_fp8.SCALINGS
     if args.write_from:
         return write_from(args.write_from)
     out, started, device, device_name, shapes = moe_fp8.start(args)

@@ -137,6 +137,16 @@ def compile_in_workers(compile_one, unique: dict, workers: int) -> dict:
     return failed
 
 
+def fastest_alternately(runs: dict, timer, rounds: int = 2) -> dict:
+    """{key: least time} of each `runs[key]()` timed in turn, `rounds` times over, so that a clock drift during
+    the comparison hits every one of them alike."""
+    times: dict = {key: [] for key in runs}
+    for _ in range(rounds):
+        for key, run in runs.items():
+            times[key].append(timer(run))
+    return {key: min(t) for key, t in times.items()}
+
+
 def _timer(dry: bool, launches_per_graph: int = 10, warmup: int = 3):
     """CUDA-graph median on a GPU; on the CPU interpreter, one wall-clock call (only to run the code)."""
     if dry:

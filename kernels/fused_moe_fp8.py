@@ -126,20 +126,19 @@ def _tile_fp8(a_ptr, a_scale_ptr, b_ptr, b_desc, b_scale_ptr, c_ptr, topk_weight
         if BLOCK_SCALED and TILE_SCALES:
             group = (k * BLOCK_SIZE_K) // 128
             step = tl.dot(a, b)
+            # the weights' scale of the step (a number), times A's row scales where A is fp8 (a column)
+            gate_s = tl.load(gate_scales + group)
+            up_s = tl.load(up_scales + group)
             if A_FP8:
                 a_s = tl.load(a_scale_ptrs + group, mask=token_mask, other=0.0)
-                if GATED:
-                    gate, up = tl.split(tl.reshape(step, (BLOCK_SIZE_M, BN_OUT, 2)))
-                    acc_gate += gate * (a_s * tl.load(gate_scales + group))[:, None]
-                    acc_up += up * (a_s * tl.load(up_scales + group))[:, None]
-                else:
-                    acc += step * (a_s * tl.load(gate_scales + group))[:, None]
-            elif GATED:
+                gate_s = (a_s * gate_s)[:, None]
+                up_s = (a_s * up_s)[:, None]
+            if GATED:
                 gate, up = tl.split(tl.reshape(step, (BLOCK_SIZE_M, BN_OUT, 2)))
-                acc_gate += gate * tl.load(gate_scales + group)
-                acc_up += up * tl.load(up_scales + group)
+                acc_gate += gate * gate_s
+                acc_up += up * up_s
             else:
-                acc += step * tl.load(gate_scales + group)
+                acc += step * gate_s
         elif BLOCK_SCALED:
             # BLOCK_SIZE_K divides the 128-column group, so one scale per row covers the whole step. The
             # step's product is a second accumulator-sized tile: twice the registers of a bf16 tile.
@@ -246,6 +245,11 @@ def tile_scales_fit(config: Config, gated: bool, n_out: int, scaling: str) -> bo
     return scaling == "block" and bn_out > 0 and SCALE_BLOCK % bn_out == 0 and n_out % bn_out == 0
 
 
+def tile_scales_default(config: Config, gated: bool, n_out: int, scaling: str) -> bool:
+    """Whether a launch takes tile scales when not told: where they fit and the tile has TILE_SCALES_MIN_M rows."""
+    return tile_scales_fit(config, gated, n_out, scaling) and config["BLOCK_SIZE_M"] >= TILE_SCALES_MIN_M
+
+
 def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_ids, expert_ids,
                     num_tokens_post_padded, top_k: int, config: Config, gated: bool, persistent: bool = False,
                     b_tma: bool | None = None, scaling: str = "block", sum_topk: bool = True,
@@ -259,7 +263,7 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
     float32 zeroed by the caller, c[t] += weight[t, k] * a[t * top_k + k] @ w[expert]^T; else c [M * top_k, H]
     bf16/fp16, c[p] = weight[p] * a[p] @ w[expert]^T for each (token, expert) pair p, summed by the caller.
     tile_scales: scale each K step by one number per A row, which needs the tile's weight rows to share a scale
-    group (`tile_scales_fit`); None: where they do and the tile has TILE_SCALES_MIN_M rows or more.
+    group (`tile_scales_fit`); None: `tile_scales_default`.
     """
     a_fp8 = a_q.dtype == FP8
     if w_q.dtype != FP8 or not (a_fp8 or a_q.dtype in (torch.bfloat16, torch.float16)):
@@ -299,8 +303,9 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
     if b_tma:
         b_desc = fm.TensorDescriptor(w_q, [e * rows_b, k], [w_q.stride(1), 1],
                                      [config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"]])
-    fits = tile_scales_fit(config, gated, n_out, scaling)
-    if tile_scales and not fits:
+    if tile_scales is None:
+        tile_scales = tile_scales_default(config, gated, n_out, scaling)
+    elif tile_scales and not tile_scales_fit(config, gated, n_out, scaling):
         raise AdvisorError(f"tile_scales with {config.label()}: the tile's {config['BLOCK_SIZE_N']} weight rows do not "
                            f"share a 128-row scale group ({n_out} output columns); pass tile_scales=None")
     em = sorted_token_ids.shape[0]
@@ -315,7 +320,7 @@ def invoke_fp8_gemm(a_q, a_scales, w_q, w_scales, c, topk_weights, sorted_token_
         w_scales.stride(1), c.stride(0),
         GATED=gated, ACCUMULATE=accumulate, PERSISTENT=persistent, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
         B_TMA=b_tma, BLOCK_SCALED=scaling == "block", A_FP8=a_fp8, compute_type=fm._TL_DTYPES.get(c.dtype, tl.bfloat16),
-        TILE_SCALES=fits and config["BLOCK_SIZE_M"] >= TILE_SCALES_MIN_M if tile_scales is None else bool(tile_scales),
+        TILE_SCALES=bool(tile_scales),
         num_warps=config.num_warps, num_stages=config.num_stages, **config.params,
     )
     return c

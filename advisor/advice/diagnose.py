@@ -87,7 +87,6 @@ DEPENDENT_ISSUE_CYCLES = 4.0
 _SOFTWARE_DIVISION = re.compile(r"__cuda_sm\d+x?_(?:div|rem)_[su]64")
 _INPUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "tf32": 4}
 _SM_KEYS = ("tensor", "fma", "alu", "xu", "lsu", "fp64", "smem")
-_WARPGROUP_MMA = ("HGMMA", "QGMMA", "IGMMA", "BGMMA")
 _FP_FMA = ("FFMA", "FMUL", "FADD", "FFMA32I", "FMUL32I", "FADD32I", "HFMA2", "HMUL2", "HADD2")
 
 
@@ -543,7 +542,7 @@ def mma_loop_fma(code) -> float:
     cores. Integer multiply-adds (addresses) issue on the same pipe but are not the product's work."""
     blocks: set[int] = set()
     for loop in code.loops:
-        if any(ins.opcode in _WARPGROUP_MMA for j in loop.blocks
+        if any(ins.opcode.endswith("GMMA") for j in loop.blocks  # warpgroup MMAs, as ceilings.demand tells them
                for ins in code.fn.instructions[slice(*code.cfg.blocks[j])]):
             blocks |= set(loop.blocks)
     return float(sum(code.weights[j] for j in blocks if j in code.cfg.reachable
