@@ -793,11 +793,10 @@ def isolated_home(tmp_path, monkeypatch):
 
 
 async def _source_scrolled(app, pilot) -> None:
+    # the source scrolls to the kernel after its layout: wait for it (a slow CI machine once caught it at line 1)
     source = app.query_one("#source-panel")
-    for _ in range(100):  # the source scrolls to the kernel after its layout: wait for it, not a race (under load
-        if source.top_line and source.scroll_y == source.top_line - 1:  # the fused-MoE snapshot caught it at line 1)
-            return
-        await pilot.pause(0.05)
+    await until_idle(pilot, lambda: source.top_line > 1 and source.scroll_y == source.top_line - 1)
+    assert source.scroll_y == source.top_line - 1, (source.scroll_y, source.top_line)
 
 
 def test_snapshot_fused_moe_main_screen(isolated_home):

@@ -19,6 +19,7 @@ class SourceView(ScrollView, can_focus=True):
         self.marked: set[int] = set()
         self.kernel: str | None = None  # the kernel the view was last moved to
         self.top_line = 1
+        self._scroll_wanted: int | None = None  # the kernel's first line, until the view has scrolled there
         self._code: list[Text] = []
         self._lines: list[Text] = []
         self._strips: dict[int, Strip] = {}
@@ -34,7 +35,21 @@ class SourceView(ScrollView, can_focus=True):
         self.top_line = top_line
         self.border_title = f"{file_name}:{top_line} {kernel}"
         if moved:
-            self.call_after_refresh(self.scroll_to, x=0, y=max(top_line - 1, 0), animate=False)
+            self._scroll_wanted = max(top_line - 1, 0)
+            self.call_after_refresh(self._scroll_to_kernel)
+
+    def _scroll_to_kernel(self) -> None:
+        """Scroll to the kernel's first line. Before the view's first layout it may not yet allow vertical
+        scrolling and a scroll is dropped (the source then stayed at line 1, under load): so the scroll is
+        forced, and tried again at each resize until the view stands there."""
+        if self._scroll_wanted is None:
+            return
+        self.scroll_to(x=0, y=self._scroll_wanted, animate=False, force=True, immediate=True)
+        if self.size.height and self.scroll_offset.y == min(self._scroll_wanted, self.max_scroll_y):
+            self._scroll_wanted = None
+
+    def on_resize(self) -> None:
+        self._scroll_to_kernel()
 
     def show(self, source: str, marked: set[int]) -> None:
         if source != self.source or not self._code:
