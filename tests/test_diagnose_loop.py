@@ -29,6 +29,12 @@ def test_loop_rate_is_the_probe_loop_past_the_binding_work_and_staging():
     assert dl.loop_rate(timing(step_us=1.0, c=2), 4, 10, 15.0, 3.0)[0] == pytest.approx(2.0)
     # A loop faster than the binding work loses nothing to its rate.
     assert dl.loop_rate(timing(step_us=1.0, c=2), 4, 10, 25.0, 0.0)[0] == 0.0
+    # The probe's step also holds each step's product scaled (fp8 block scales): named before, not again.
+    est, why = dl.loop_rate(timing(step_us=1.0, c=2), 4, 10, 15.0, 1.0, scaling_us=3.0)
+    assert est == pytest.approx(1.0) and "3.0 us of MMA-result scaling" in why
+    causes = dict((n, e) for n, e, _ in dl.loop_causes(timing(step_us=1.0, c=2), {"MMA-result scaling": 5.0}, 4, 10,
+                                                        1, 15.0, 15.0))
+    assert causes["K-loop rate"] == pytest.approx(0.0)
 
 
 def test_cta_ramp_is_exposed_fixed_cost_past_what_fill_and_epilogue_named():
@@ -144,6 +150,25 @@ def test_each_kernel_variant_reads_its_own_probe(monkeypatch):
     # A variant no probe ran (the gated persistent kernel here) gets none.
     assert dl.probe_timing(describe_fused_launch(spec, BIG, "fused-il-persistent"), 90, (128, 256, 64), 8, 3,
                            1.0, 1.0) is None
+
+
+def test_a_launch_read_from_its_source_finds_its_probe_by_flags_in_its_config(monkeypatch):
+    # The capture files constexprs named like tiles (BLOCK_SCALED, TILE_SCALES) with the config: a probe keyed by
+    # them is found there, and one of the other scheme is not taken for it.
+    from ceilings.launch import Launch
+
+    flags = {"GATED": True, "ACCUMULATE": False, "B_TMA": True}
+    with_probes(monkeypatch,
+                synthetic_doc(step=2.0, kernel="fp8_kernel", constexprs={**flags, "BLOCK_SCALED": True,
+                                                                         "TILE_SCALES": True}),
+                synthetic_doc(step=4.0, kernel="fp8_kernel", constexprs={**flags, "BLOCK_SCALED": True,
+                                                                         "TILE_SCALES": False}))
+
+    def launch(tiles):
+        config = Config({**BIG.params, "BLOCK_SCALED": True, "TILE_SCALES": tiles}, 8, 3)
+        return Launch("k.py", "fp8_kernel", (1,), constexprs=tuple(flags.items()), config=config)
+    steps = [dl.probe_timing(launch(t), 90, (128, 256, 64), 8, 3, 1.0, 1.0).step_us for t in (True, False)]
+    assert steps == pytest.approx([2.0, 4.0])
 
 
 def test_the_shipped_probes_cover_both_gpus_and_every_gemm1_variant():

@@ -80,9 +80,10 @@ def loop_key(tiles: tuple[int, int, int], num_warps: int, num_stages: int) -> st
 
 
 def _probe_doc(launch, arch: int, gpu_name: str | None) -> dict | None:
-    """The probe of `launch`'s kernel and variant (the constexprs the probe fixed): the GPU's own first,
-    else another GPU's of the same compute capability."""
-    constexprs = dict(launch.constexprs)
+    """The probe of `launch`'s kernel and variant (the constexprs the probe fixed, among the launch's constexprs
+    or its config: a launch read from its source files flags named like tiles, BLOCK_SCALED, TILE_SCALES, with
+    the config): the GPU's own first, else another GPU's of the same compute capability."""
+    constexprs = {**launch.config.params, **dict(launch.constexprs)}
     docs = [d for d in _probe_files(arch) if d["kernel"] == launch.kernel
             and all(constexprs.get(k) == v for k, v in d["constexprs"].items())]
     docs.sort(key=lambda d: d["gpu"] != gpu_name)
@@ -152,16 +153,18 @@ def resolution_bands(timing: LoopTiming, busiest_ctas: int, trips: float, expose
 
 
 def loop_rate(timing: LoopTiming, busiest_ctas: int, trips: float, busiest_main_us: float,
-              staging_us: float) -> tuple[float, str]:
+              staging_us: float, scaling_us: float = 0.0) -> tuple[float, str]:
     """(estimate in us, reason) of the busiest SM's K loops at the probe's rate past its binding work and
-    the operand staging already named."""
+    what the loop's own causes already named (operand staging, MMA-result scaling: the probe's step holds both)."""
     per_step = timing.step_us / timing.ctas_per_sm          # one CTA-step at c co-resident CTAs
     loop_us = busiest_ctas * trips * per_step
-    est = max(0.0, loop_us - busiest_main_us - staging_us)
+    est = max(0.0, loop_us - busiest_main_us - staging_us - scaling_us)
+    named = [f"{us:.1f} us of {name}" for name, us in (("operand staging", staging_us),
+                                                        ("MMA-result scaling", scaling_us)) if us > 0]
     why = (f"the loop probe ({timing.gpu}) runs one K step of {timing.ctas_per_sm} co-resident CTA(s) in "
            f"{timing.step_us * 1e3:.0f} ns fed from L2: the busiest SM's {busiest_ctas} CTA(s) x {trips:g} steps take "
            f"{loop_us:.1f} us against {busiest_main_us:.1f} us of binding work at the calibrated rates"
-           + (f" and {staging_us:.1f} us of operand staging" if staging_us > 0 else ""))
+           + (f" and {' and '.join(named)}" if named else ""))
     return est, why
 
 
@@ -202,11 +205,11 @@ def loop_causes(timing: LoopTiming, named: dict[str, float], busiest_ctas: int, 
                 busiest_main_us: float, busiest_sm_us: float) -> list[tuple[str, float, str]]:
     """The K-loop rate and CTA ramp estimates, given the estimates named before them (`named`), the busiest
     SM's binding work with DRAM (`busiest_main_us`) and without it (`busiest_sm_us`, its own pipes)."""
-    staging = named.get("operand staging", 0.0)
-    out = [("K-loop rate", *loop_rate(timing, busiest_ctas, trips, busiest_main_us, staging))]
+    staging, scaling = named.get("operand staging", 0.0), named.get("MMA-result scaling", 0.0)
+    out = [("K-loop rate", *loop_rate(timing, busiest_ctas, trips, busiest_main_us, staging, scaling))]
     # The SM's timeline (its loops, then its exposed fixed costs) against DRAM's: a ramp shows only where
     # the SM's timeline passes DRAM's (other SMs keep DRAM busy meanwhile).
-    sm_loop = max(busiest_ctas * trips * timing.step_us / timing.ctas_per_sm, busiest_sm_us + staging)
+    sm_loop = max(busiest_ctas * trips * timing.step_us / timing.ctas_per_sm, busiest_sm_us + staging + scaling)
     fill_and_epilogue = named.get("fill/drain", 0.0) + named.get("epilogue", 0.0)
     out.append(("CTA ramp", *cta_ramp(timing, exposed, fill_and_epilogue, sm_loop, busiest_main_us)))
     return out
