@@ -303,5 +303,23 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def leave_interpreter_off() -> None:
+    """Drop a TRITON_INTERPRET left in the shell (a common setting where there is no GPU) from this program's
+    process: the advisor compiles the kernels it reads for the GPU it models and runs in Triton's interpreter, by
+    itself, only the launches whose tensors hold data (advisor.capture.nogpu). With the flag, `@triton.jit` makes
+    the kernels of the files it loads interpreter functions, and a kernel calling a JIT helper of another module
+    then cannot be compiled. The program's entry points call this; `main` does not (tests call it in a process
+    that interprets its own kernels). A program `advisor record` runs gets the shell's value back
+    (advisor.capture.record.program_environment)."""
+    import os
+
+    from advisor.capture.record import SHELL_INTERPRET
+
+    value = os.environ.pop("TRITON_INTERPRET", None)
+    if value is not None:
+        os.environ[SHELL_INTERPRET] = value
+
+
 if __name__ == "__main__":
+    leave_interpreter_off()
     raise SystemExit(main())

@@ -259,6 +259,21 @@ def test_a_package_of_the_same_name_earlier_on_the_path_is_named_not_a_traceback
     assert mine.returncode == 0, mine.stderr
 
 
+def test_the_program_leaves_a_triton_interpret_of_the_shell_off():
+    # TRITON_INTERPRET=1, common where there is no GPU, made the fp8 kernel's JIT helpers (another module's,
+    # imported with the file) interpreter functions, and the compile for sm_90 failed: "internal error".
+    import os
+
+    call = "gemm2_only(256, 8, 2, 256, 128, 'channel', 'M64 N128 K128 G1 w4 s4', False)"
+    args = [sys.executable, "-m", "tui.entry", "predict", "benchmarks/fp8_moe_generic_check.py", "--kernel",
+            "fused_moe_fp8_kernel", "--call", call, "--gpu", "h100", "--format", "json"]
+    result = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, result.stderr[-1000:]
+    doc = json.loads(result.stdout)
+    assert (doc[-1] if isinstance(doc, list) else doc)["predicted_us"] > 0
+
+
 def test_an_unexpected_exception_is_one_line_and_exit_2(monkeypatch, capsys):
     from advisor import cli
 

@@ -55,5 +55,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return cli_main(argv)
 
 
+def program() -> int:
+    """The `advisor` program (its console script and `python -m tui.entry`): `main` in a process of its own, with a
+    TRITON_INTERPRET of the shell left off (advisor.cli.leave_interpreter_off; `main` itself, which tests call in a
+    process that interprets its kernels, leaves the environment alone)."""
+    from advisor.cli import leave_interpreter_off
+
+    leave_interpreter_off()
+    return main()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(program())

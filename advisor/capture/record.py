@@ -104,6 +104,20 @@ def _wait(process: subprocess.Popen) -> int:
             continue
 
 
+# The shell's TRITON_INTERPRET, kept here by the program's entry (`advisor.cli.leave_interpreter_off`), which takes
+# it out of the advisor's own process: the program `record` runs gets it back.
+SHELL_INTERPRET = "TRITON_ADVISOR_SHELL_INTERPRET"
+
+
+def program_environment() -> dict[str, str]:
+    """The environment of a recorded program: the advisor's, with the shell's TRITON_INTERPRET."""
+    env = dict(os.environ)
+    value = env.pop(SHELL_INTERPRET, None)
+    if value is not None:
+        env.setdefault("TRITON_INTERPRET", value)
+    return env
+
+
 def record(argv: list[str], out: str | os.PathLike, env: dict[str, str] | None = None,
            cwd: str | os.PathLike | None = None, no_gpu: str | None = None) -> RecordResult:
     """Run the program `argv` with the launch capture and write its trace to `out`.
@@ -114,11 +128,12 @@ def record(argv: list[str], out: str | os.PathLike, env: dict[str, str] | None =
     GPU, and nothing is compiled or run (advisor/capture/nogpu.py).
     """
     out = Path(out)
+    env = program_environment() if env is None else env
     if no_gpu is not None:
         from ceilings.standin import gpu_spec
 
         root = str(BOOT.parents[2])
-        env = dict(os.environ if env is None else env)
+        env = dict(env)
         env.update(TRITON_ADVISOR_NO_GPU=gpu_spec(no_gpu).name, TRITON_INTERPRET="0",
                    PYTHONPATH=os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")])))
     folder = out.absolute().parent
