@@ -154,40 +154,47 @@ def _compile(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_on
     """Compile one (shape, config, form, scaling, A's type, GEMM2's form) of the fp8 kernel with tiny stand-ins
     and the real integer arguments."""
     try:
-        import torch
-        import triton
-
-        from kernels import fused_moe as fm
-        from kernels import fused_moe_fp8 as f8
-        from kernels import fused_moe_fused as ff
-
-        dev = "cuda"
-        k, rows_b = (h, 2 * inter) if gated else (inter, h)
-        n_out = inter if gated else h
-        a = torch.empty(16, 16, dtype=torch.bfloat16 if weight_only else f8.FP8, device=dev)
-        w = torch.empty(1, 128, 16, dtype=f8.FP8, device=dev)
-        s = torch.empty(16, dtype=torch.float32, device=dev)
-        accumulate = not gated and fuse_sum
-        c = torch.empty(16, 16, dtype=torch.float32 if accumulate else torch.bfloat16, device=dev)
-        ids = torch.empty(16, dtype=torch.int32, device=dev)
-        desc = fm.TensorDescriptor(w, [128, 16], [16, 1], [config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"]])
-        em = triton.cdiv(fm.max_padded_tokens(m * top_k, e, config["BLOCK_SIZE_M"]), config["BLOCK_SIZE_M"])
-        em *= config["BLOCK_SIZE_M"]
-        grid = ff.gemm_grid(em, n_out, config, gated)
-        block = scaling == "block"
-        if tile_scales is None:  # as `invoke_fp8_gemm` takes it
-            tile_scales = f8.tile_scales_default(config, gated, n_out, scaling)
-        kg = triton.cdiv(k, f8.SCALE_BLOCK) if block else 1
-        rg = triton.cdiv(rows_b, f8.SCALE_BLOCK) if block else rows_b
-        f8.fused_moe_fp8_kernel.warmup(
-            a, None if weight_only else s, w, desc, s, c, s, ids, ids, ids, n_out, k, em, m * top_k,
-            top_k if gated else 1, top_k if accumulate else 1, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out,
-            grid=(1,), GATED=gated, ACCUMULATE=accumulate, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
-            B_TMA=True, BLOCK_SCALED=block, A_FP8=not weight_only, compute_type=fm._TL_DTYPES[torch.bfloat16],
-            TILE_SCALES=tile_scales, num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
+        warm_fp8(e, top_k, h, inter, m, config, gated, scaling, weight_only, fuse_sum, tile_scales)
         return True, ""
     except Exception as exc:  # a config that does not compile is a result, not a crash
         return False, f"{type(exc).__name__}: {' '.join(str(exc).split())[:240]}"
+
+
+def warm_fp8(e, top_k, h, inter, m, config, gated: bool, scaling: str, weight_only: bool = False,
+             fuse_sum: bool = True, tile_scales: bool | None = None):
+    """The compiled fp8 kernel of one (shape, config, form, ...), by `warmup` with tiny stand-ins and the real
+    integer arguments (so the launches that follow find it in Triton's cache)."""
+    import torch
+    import triton
+
+    from kernels import fused_moe as fm
+    from kernels import fused_moe_fp8 as f8
+    from kernels import fused_moe_fused as ff
+
+    dev = "cuda"
+    k, rows_b = (h, 2 * inter) if gated else (inter, h)
+    n_out = inter if gated else h
+    a = torch.empty(16, 16, dtype=torch.bfloat16 if weight_only else f8.FP8, device=dev)
+    w = torch.empty(1, 128, 16, dtype=f8.FP8, device=dev)
+    s = torch.empty(16, dtype=torch.float32, device=dev)
+    accumulate = not gated and fuse_sum
+    c = torch.empty(16, 16, dtype=torch.float32 if accumulate else torch.bfloat16, device=dev)
+    ids = torch.empty(16, dtype=torch.int32, device=dev)
+    desc = fm.TensorDescriptor(w, [128, 16], [16, 1], [config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"]])
+    em = triton.cdiv(fm.max_padded_tokens(m * top_k, e, config["BLOCK_SIZE_M"]), config["BLOCK_SIZE_M"])
+    em *= config["BLOCK_SIZE_M"]
+    grid = ff.gemm_grid(em, n_out, config, gated)
+    block = scaling == "block"
+    if tile_scales is None:  # as `invoke_fp8_gemm` takes it
+        tile_scales = f8.tile_scales_default(config, gated, n_out, scaling)
+    kg = triton.cdiv(k, f8.SCALE_BLOCK) if block else 1
+    rg = triton.cdiv(rows_b, f8.SCALE_BLOCK) if block else rows_b
+    return f8.fused_moe_fp8_kernel.warmup(
+        a, None if weight_only else s, w, desc, s, c, s, ids, ids, ids, n_out, k, em, m * top_k,
+        top_k if gated else 1, top_k if accumulate else 1, grid[0], k, kg, rows_b * k, k, rg * kg, kg, n_out,
+        grid=(1,), GATED=gated, ACCUMULATE=accumulate, PERSISTENT=False, EVEN_K=k % config["BLOCK_SIZE_K"] == 0,
+        B_TMA=True, BLOCK_SCALED=block, A_FP8=not weight_only, compute_type=fm._TL_DTYPES[torch.bfloat16],
+        TILE_SCALES=tile_scales, num_warps=config.num_warps, num_stages=config.num_stages, **config.params)
 
 
 def compile_all(tasks, workers: int) -> dict:

@@ -116,12 +116,14 @@ def _compile(job) -> tuple[tuple, dict | None, str]:
         return job, None, f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
 
 
-def compile_all(jobs, workers: int) -> dict:
+def compile_all(jobs, workers: int, compile_one=None) -> dict:
+    """{job: (resources, why)} of `compile_one(job)` (a module-level function; default this probe's) in
+    spawned workers."""
     import multiprocessing as mp
 
     out = {}
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        for future in as_completed([pool.submit(_compile, j) for j in jobs]):
+        for future in as_completed([pool.submit(compile_one or _compile, j) for j in jobs]):
             job, res, why = future.result()
             out[job] = (res, why)
     return out
@@ -144,11 +146,40 @@ def timer(dry: bool):
     return _timer(dry, launches_per_graph=2, warmup=1)
 
 
-def run_loop_probe(jobs, compiled, device: str, dry: bool, deadline: float, smi=None, repeats: int = 1) -> list[dict]:
-    from advisor.measure.timing import check_output
-    from kernels.moe_bench import MoEGemmCase
+class Bf16Launches:
+    """The bf16 probe's launches: `(run, output_and_reference)` of a variant at a loop shape, c CTAs per SM, K and
+    rounds (a few cases kept: one case serves every variant of a shape), and the launch's M and N."""
 
-    time_it, rows, cases = timer(dry), [], {}
+    def __init__(self, device: str):
+        self.device, self.cases = device, {}
+
+    def __call__(self, variant, shape, c: int, k: int, rounds: int):
+        from kernels.moe_bench import MoEGemmCase
+
+        spec = probe_spec(shape, c, k, rounds)
+        key = (spec.m, spec.n, k)
+        if key not in self.cases:
+            self.cases.clear() if len(self.cases) > 8 else None
+            self.cases[key] = MoEGemmCase(spec, device=self.device)
+        case = self.cases[key]
+        return case.variant_runner(config_of(shape), variant), lambda: case.variant_output(variant)
+
+    @staticmethod
+    def sizes(variant, shape, c: int) -> dict:
+        spec = probe_spec(shape, c, 16)
+        return {"m": spec.m, "n": spec.n}
+
+
+def run_loop_probe(jobs, compiled, device: str, dry: bool, deadline: float, smi=None, repeats: int = 1,
+                   launches=None, ctas=None) -> list[dict]:
+    """Time every (variant, loop shape) job at K_STEPS x ROUNDS, the last K of one round checked against its
+    reference. `launches`: what builds the launches (default the bf16 kernels'), `ctas`: CTAs per SM of a compiled
+    job (default `ctas_per_sm`)."""
+    from advisor.measure.timing import check_output
+
+    launches = launches or Bf16Launches(device)
+    ctas = ctas or ctas_per_sm
+    time_it, rows = timer(dry), []
     clock = (lambda: None) if dry else _spin_clock
     for variant, shape in jobs:
         res, why = compiled.get((variant, shape), (None, "not compiled"))
@@ -156,21 +187,15 @@ def run_loop_probe(jobs, compiled, device: str, dry: bool, deadline: float, smi=
         if res is None or time.monotonic() > deadline:
             rows.append({**row, "status": "compile failed" if res is None else "deadline", "why": why})
             continue
-        c = max(1, ctas_per_sm(variant, shape, res)) if not dry else 1
+        c = max(1, ctas(variant, shape, res)) if not dry else 1
         row.update(ctas_per_sm=c, n_regs=res.get("n_regs"), shared=res.get("shared"))
         try:
             row["t0"], row["clock_before_mhz"] = time.time(), clock()
             for rounds in ROUNDS:
                 for k in K_STEPS:
-                    spec = probe_spec(shape, c, k, rounds)
-                    key = (spec.m, spec.n, k)
-                    if key not in cases:
-                        cases.clear() if len(cases) > 8 else None
-                        cases[key] = MoEGemmCase(spec, device=device)
-                    case = cases[key]
-                    run = case.variant_runner(config_of(shape), variant)
+                    run, output_and_reference = launches(variant, shape, c, k, rounds)
                     if k == K_STEPS[-1] and rounds == 1:
-                        out, ref = case.variant_output(variant)
+                        out, ref = output_and_reference()
                         out.fill_(float("nan"))
                         run()
                         row["rel_error"] = check_output(out.float(), ref, 1e-2, row["config"])
@@ -179,7 +204,7 @@ def run_loop_probe(jobs, compiled, device: str, dry: bool, deadline: float, smi=
                     if repeats > 1:
                         row[f"us_k{k}_r{rounds}_all"] = times
             row["clock_after_mhz"], row["t1"] = clock(), time.time()
-            row.update(status="ok", m=probe_spec(shape, c, 16).m, n=probe_spec(shape, c, 16).n)
+            row.update(status="ok", **launches.sizes(variant, shape, c))
         except Exception as exc:  # a wrong result or a launch failure is recorded, not fatal
             row.update(status="failed", why=f"{type(exc).__name__}: {exc}"[:300])
         rows.append(row)
@@ -251,15 +276,22 @@ def run_dram_probe(device: str, dry: bool) -> list[dict]:
     return rows
 
 
+def probe_parser(doc: str, variants, deadline: float, repeats: int) -> argparse.ArgumentParser:
+    """The options a loop probe takes (this one and benchmarks/fp8_loop_probe.py)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--variants", default=",".join(variants))
+    ap.add_argument("--workers", type=int, default=15)
+    ap.add_argument("--deadline", type=float, default=deadline, help="seconds for the loop probe's timing")
+    ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, two tiny shapes")
+    ap.add_argument("--repeats", type=int, default=repeats,
+                    help="time each (K, rounds) point so many times (median kept)")
+    return ap
+
+
 def main(argv=None) -> int:
     global K_STEPS, M_BLOCKS, N_BLOCKS
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--variants", default=",".join(GEMM1_VARIANTS))
-    ap.add_argument("--workers", type=int, default=15)
-    ap.add_argument("--deadline", type=float, default=200.0, help="seconds for the loop probe's timing")
-    ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, two tiny shapes")
-    ap.add_argument("--repeats", type=int, default=1, help="time each (K, rounds) point so many times (median kept)")
+    ap = probe_parser(__doc__, GEMM1_VARIANTS, 200.0, 1)
     ap.add_argument("--fusion-shapes", action="store_true", help="only the loop shapes of the fusion runs")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -300,23 +332,35 @@ def main(argv=None) -> int:
         doc["sweep_clock"] = measure_sweep_clock(device)
     doc["dram"] = run_dram_probe(device, args.dry_run)
     doc["loop"] = run_loop_probe(jobs, compiled, device, args.dry_run, start + args.deadline, smi, args.repeats)
+    ok = finish(doc, out, start)
+    for r in doc["dram"]:
+        print(f"dram {r['probe']:<26} {r['us']:10.1f} us  {r['tbs']:.2f} TB/s  err {r['max_rel_error']:.1e}")
+    for variant in variants:
+        mine = [r for r in ok if r["variant"] == variant]
+        print_rows(mine[:: max(1, len(mine) // 3)])
+    return 0
+
+
+def finish(doc: dict, out: Path, start: float) -> list[dict]:
+    """Write OUT/moe_loop_probe.json, print what was timed and the sweeps' clock; the rows timed."""
     doc["wall_s"] = round(time.monotonic() - start, 1)
     (out / "moe_loop_probe.json").write_text(json.dumps(doc, indent=1))
     ok = [r for r in doc["loop"] if r.get("status") == "ok"]
     print(f"\n{len(ok)} of {len(doc['loop'])} loop shapes timed; {doc['wall_s']} s; {doc.get('gpu', 'cpu')}")
     if "sweep_clock" in doc:
         print("sweep protocol clock:", json.dumps(doc["sweep_clock"]))
-    for r in doc["dram"]:
-        print(f"dram {r['probe']:<26} {r['us']:10.1f} us  {r['tbs']:.2f} TB/s  err {r['max_rel_error']:.1e}")
+    return ok
+
+
+def print_rows(rows: list[dict]) -> None:
+    """One line per timed row: its times at the two K and two rounds, its step, its check and clocks."""
     k1, k2 = K_STEPS
-    for variant in variants:
-        mine = [r for r in ok if r["variant"] == variant]
-        for r in mine[:: max(1, len(mine) // 3)]:
-            step = (r[f"us_k{k2}_r1"] - r[f"us_k{k1}_r1"]) / ((k2 - k1) / r["shape"][2])
-            print(f"{variant:<20} {r['config']:<20} c={r['ctas_per_sm']:<2} K{k1} {r[f'us_k{k1}_r1']:8.2f} "
-                  f"R2 {r[f'us_k{k1}_r2']:8.2f} K{k2} {r[f'us_k{k2}_r1']:8.2f} us step {step * 1e3:7.1f} ns "
-                  f"clock {r.get('clock_before_mhz')}/{r.get('clock_after_mhz')} smi {r.get('smi_mhz')}")
-    return 0
+    for r in rows:
+        step = (r[f"us_k{k2}_r1"] - r[f"us_k{k1}_r1"]) / ((k2 - k1) / r["shape"][2])
+        print(f"{r['variant']:<22} {r['config']:<22} c={r['ctas_per_sm']:<2} K{k1} {r[f'us_k{k1}_r1']:8.2f} "
+              f"R2 {r[f'us_k{k1}_r2']:8.2f} K{k2} {r[f'us_k{k2}_r1']:8.2f} us step {step * 1e3:7.1f} ns "
+              f"err {r.get('rel_error', float('nan')):.1e} clock {r.get('clock_before_mhz')}/"
+              f"{r.get('clock_after_mhz')} smi {r.get('smi_mhz')}")
 
 
 if __name__ == "__main__":

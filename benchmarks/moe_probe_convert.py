@@ -32,8 +32,15 @@ PROBES = ROOT / "advisor" / "advice" / "loop_probes"
 
 def probe_constexprs(variant: str) -> tuple[str, dict]:
     """(kernel name, the constexprs that tell this variant's launches apart) as `describe_*launch` give them."""
+    from fp8_loop_probe import VARIANTS as FP8_VARIANTS
+
     from kernels.moe_bench import describe_fused_launch, describe_launch
 
+    if variant in FP8_VARIANTS:  # benchmarks/fp8_loop_probe.py's: what invoke_fp8_gemm passes for the form
+        gated, scaling, tiles, atomics = FP8_VARIANTS[variant]
+        return "fused_moe_fp8_kernel", {"GATED": gated, "ACCUMULATE": atomics and not gated, "PERSISTENT": False,
+                                        "B_TMA": True, "A_FP8": True, "BLOCK_SCALED": scaling == "block",
+                                        "TILE_SCALES": tiles}
     shape = (128, 256, 64, 8, 3)
     spec = probe_spec(shape, 1, K_STEPS[-1])
     if variant == "previous":
@@ -139,7 +146,8 @@ def convert(raw_path: Path, tag: str, out_dir: Path = PROBES) -> list[Path]:
                           "smi_mhz": r.get("smi_mhz")}
         probe_clocks = sorted(v["clock_mhz"] for v in loops.values() if v["clock_mhz"])
         out = {"gpu": doc["gpu"], "arch": 90, "kernel": kernel, "variant": variant,
-               "source": "kernels/fused_moe.py" if variant == "previous" else "kernels/fused_moe_fused.py",
+               "source": doc.get("source") or ("kernels/fused_moe.py" if variant == "previous"
+                                                 else "kernels/fused_moe_fused.py"),
                "constexprs": constexprs, "triton": doc["triton"], "torch": doc["torch"], "date": doc["date"],
                "command": doc["command"], "raw": f"benchmarks/data/{raw_path.name}", "k_steps": [k1, k2],
                "rounds": list(ROUNDS),
@@ -163,6 +171,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tag", required=True, help="the GPU's short name in the files' names (h100, h200)")
     ap.add_argument("--out-dir", default=str(PROBES))
     args = ap.parse_args(argv)
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     for path in convert(Path(args.raw), args.tag, Path(args.out_dir)):
         print(path)
     return 0

@@ -69,6 +69,41 @@ def test_probe_constexprs_tell_the_variants_apart():
                                                "PERSISTENT": True, "B_TMA": True}
 
 
+def test_each_fp8_probe_is_keyed_by_what_a_capture_of_its_form_records():
+    # `advisor diagnose` on a launch read from its source finds the fp8 probe by the launch's constexprs and config
+    # flags: the converter's key must be what a capture of that form (no GPU) records, and only that form's. The
+    # capture runs as the program does, in a process without TRITON_INTERPRET (this one interprets its kernels).
+    import os
+    import subprocess
+
+    from fp8_loop_probe import VARIANTS
+
+    calls = {}
+    for variant, (gated, scaling, tiles, _) in VARIANTS.items():
+        calls[variant] = (f"gemm_only(256, 8, 2, 256, 128, {scaling!r}, 'M64 N128 K128 G1 w4 s4', {tiles})" if gated
+                          else f"gemm2_only(256, 8, 2, 256, 128, {scaling!r}, 'M64 N128 K128 G1 w4 s4', False)")
+    script = (
+        "import json, sys\n"
+        "from advisor.capture.call import capture_call\n"
+        "out = {}\n"
+        f"for variant, call in {calls!r}.items():\n"
+        "    las = capture_call(sys.argv[1], call, 'h100').launches\n"
+        "    la = [x for x in las if x.kernel == 'fused_moe_fp8_kernel'][0]\n"
+        "    out[variant] = {**la.config.params, **dict(la.constexprs)}\n"
+        "print(json.dumps(out))\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", script, str(ROOT / "benchmarks" / "fp8_moe_generic_check.py")],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    recorded = json.loads(done.stdout.strip().splitlines()[-1])
+    for variant in VARIANTS:
+        kernel, key = conv.probe_constexprs(variant)
+        assert kernel == "fused_moe_fp8_kernel"
+        assert {k: recorded[variant].get(k) for k in key} == key, variant
+        others = [conv.probe_constexprs(v)[1] for v in VARIANTS if v != variant]
+        assert not any(all(recorded[variant].get(k) == v for k, v in other.items()) for other in others), variant
+
+
 def test_the_probe_launch_is_r_rounds_of_the_sms_tiles():
     # 128 x 256 tiles, 2 CTAs per SM, 2 rounds: 11 x 2 x 2 M blocks by 12 N blocks = 132 x 2 x 2 tiles.
     spec = probe.probe_spec((128, 256, 64, 8, 3), 2, 2048, rounds=2)
