@@ -2,6 +2,7 @@
 
     python benchmarks/fp8_moe_generic_check.py --gpus h100 --out benchmarks/data/fp8_moe_generic_check_h100.json
     python benchmarks/fp8_moe_generic_check.py --diagnose-gemm2 --out benchmarks/data/fp8_gemm2_diagnose.json
+    python benchmarks/fp8_moe_generic_check.py --diagnose-gemm1 --out benchmarks/data/fp8_gemm1_diagnose.json
 
 Every GEMM1 config timed alone in RESULTS 40 (`benchmarks/data/h100_moe_fp8_run5.json`,
 `h200_moe_fp8_run6.json`: 13 cases x 2 scaling schemes x their tiles, `gemm_us`, CUDA-graph medians) is
@@ -16,6 +17,8 @@ predicted best over the measured best). Writes the rows as JSON and prints a sho
 `--diagnose-gemm2`: `advisor diagnose` of each fp8 GEMM2 that benchmarks/atomic_probe.py timed alone (both
 forms, the top-k sum by atomics or rows stored), at its measured time, captured the same way (`gemm2_only`):
 how much of each gap named causes explain, and what the atomics cause says against the two forms' difference.
+`--diagnose-gemm1`: the same for the block-scaled GEMM1 that benchmarks/fp8_tile_scales.py --all-counts timed alone
+in both forms (`gemm_only(..., tile_scales)`), at each M >= 1024 and the config shipped then.
 All on this machine's CPU, no GPU.
 """
 
@@ -41,8 +44,9 @@ SHAPES = {"E8_top2_K4096_N14336": (8, 2, 4096, 7168), "E64_top8_K3584_N2560": (6
           "E128_top8_K2048_N384": (128, 8, 2048, 192)}
 
 
-def gemm_only(m, e, top_k, h, inter, scaling, label):
-    """fp8 GEMM1 of the layer alone (A already quantised), its routing from random scores on the CPU."""
+def gemm_only(m, e, top_k, h, inter, scaling, label, tile_scales=False):
+    """fp8 GEMM1 of the layer alone (A already quantised), its routing from random scores on the CPU;
+    tile_scales=False: the per-column form RESULTS 40 timed (RESULTS 47 made tile scales the default since)."""
     import torch
     import triton
 
@@ -61,9 +65,8 @@ def gemm_only(m, e, top_k, h, inter, scaling, label):
     c = torch.empty(m * top_k, inter, dtype=torch.bfloat16, device="cuda")
     weights = torch.empty(m, top_k, dtype=torch.float32, device="cuda")
     align = moe_align_triton(ids, (config["BLOCK_SIZE_M"],), e)[0]
-    # tile_scales=False: the per-column form RESULTS 40 timed (RESULTS 47 made tile scales the default since)
     f8.invoke_fp8_gemm(a, a_s, w, w_s, c, weights, *align, top_k=top_k, config=config, gated=True, scaling=scaling,
-                       tile_scales=False)
+                       tile_scales=tile_scales)
 
 
 def gemm2_only(m, e, top_k, h, inter, scaling, label, fuse_sum):
@@ -90,28 +93,59 @@ def gemm2_only(m, e, top_k, h, inter, scaling, label, fuse_sum):
                        sum_topk=fuse_sum, tile_scales=False)  # the form benchmarks/atomic_probe.py timed
 
 
-def diagnose_gemm2(gpu: str) -> list[dict]:
-    """`advisor diagnose` of each GEMM2 timed alone by benchmarks/atomic_probe.py, at its measured time."""
+DIAGNOSED_SHAPES = {"mixtral-8x7b TP2": (8, 2, 4096, 7168), "qwen2-57b-a14b TP2": (64, 8, 3584, 1280),
+                    "qwen3-30b-a3b TP4": (128, 8, 2048, 192)}
+
+
+def diagnosis(gpu: str, call: str, measured_us: float) -> dict:
+    """`advisor diagnose` of the fp8 kernel's launch that `call` makes, at its measured time: ideal, ceiling, share
+    of the gap named, each cause's us (or the error line)."""
     from advisor.cli import main
 
-    shapes = {"mixtral-8x7b TP2": (8, 2, 4096, 7168), "qwen2-57b-a14b TP2": (64, 8, 3584, 1280),
-              "qwen3-30b-a3b TP4": (128, 8, 2048, 192)}
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["diagnose", __file__, "--kernel", "fused_moe_fp8_kernel", "--call", call, "--gpu", gpu,
+                   "--measured", str(measured_us), "--format", "json"])
+    doc = json.loads(out.getvalue()) if rc == 0 else {"error": err.getvalue().strip()[-300:]}
+    doc = doc[0] if isinstance(doc, list) else doc
+    named = [c for c in doc.get("causes", []) if c["name"] != "unexplained"]
+    # The causes' estimates before the cap to the gap: over 1, they name more than the gap (one overestimates).
+    over = sum(c["estimate_us"] for c in named) / doc["gap_us"] if doc.get("gap_us") else None
+    return {"ideal_us": doc.get("ideal_us"), "ceiling_us": doc.get("ceiling_us"),
+            "explained_share": doc.get("explained_share"), "estimates_over_gap": over and round(over, 3),
+            "causes": {c["name"]: round(c["us"], 2) for c in doc.get("causes", [])},
+            "estimates": {c["name"]: round(c["estimate_us"], 2) for c in named}, "error": doc.get("error")}
+
+
+def diagnose_gemm2(gpu: str) -> list[dict]:
+    """`advisor diagnose` of each GEMM2 timed alone by benchmarks/atomic_probe.py, at its measured time."""
     run = json.loads(Path(f"benchmarks/data/{gpu}_atomic_probe.json").read_text())
     rows = []
     for r in run["gemm2"]:
-        e, top_k, h, inter = shapes[r["case"]]
+        e, top_k, h, inter = DIAGNOSED_SHAPES[r["case"]]
         call = (f"gemm2_only({r['m']}, {e}, {top_k}, {h}, {inter}, {r['scaling']!r}, {r['config']!r}, "
                 f"{r['form'] == 'atomics'})")
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(["diagnose", __file__, "--kernel", "fused_moe_fp8_kernel", "--call", call, "--gpu", gpu,
-                       "--measured", str(r["gemm_us"]), "--format", "json"])
-        doc = json.loads(out.getvalue()) if rc == 0 else {"error": err.getvalue().strip()[-300:]}
-        doc = doc[0] if isinstance(doc, list) else doc
-        causes = {c["name"]: round(c["us"], 2) for c in doc.get("causes", [])}
-        rows.append({**r, "gpu": gpu, "ideal_us": doc.get("ideal_us"), "ceiling_us": doc.get("ceiling_us"),
-                     "explained_share": doc.get("explained_share"), "causes": causes, "error": doc.get("error")})
+        rows.append({**r, "gpu": gpu, **diagnosis(gpu, call, r["gemm_us"])})
         print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def diagnose_gemm1(gpu: str) -> list[dict]:
+    """`advisor diagnose` of the block-scaled GEMM1 that benchmarks/fp8_tile_scales.py --all-counts timed alone in
+    both forms (scales per column, per tile) at each M >= 1024, at the config shipped then (each case's first)."""
+    run = json.loads(Path(f"benchmarks/data/{gpu}_fp8_tile_scales_all_counts.json").read_text())
+    rows = []
+    for case in run["cases"]:
+        firsts = [r for r in case["rows"] if r["gemm"] == 1 and r["status"] == "ok"][:1]
+        if case["m"] < 1024 or not firsts:
+            continue
+        r = firsts[0]
+        e, top_k, h, inter = DIAGNOSED_SHAPES[case["case"]]
+        for form, tiles, measured in (("columns", False, r["columns_us"]), ("tile", True, r["tile_us"])):
+            call = f"gemm_only({case['m']}, {e}, {top_k}, {h}, {inter}, 'block', {r['config']!r}, {tiles})"
+            rows.append({"case": case["case"], "m": case["m"], "scaling": "block", "form": form,
+                         "config": r["config"], "gemm_us": measured, "gpu": gpu, **diagnosis(gpu, call, measured)})
+            print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -151,12 +185,15 @@ def main(argv=None) -> int:
     parser.add_argument("--gpus", default="h100,h200")
     parser.add_argument("--diagnose-gemm2", action="store_true",
                         help="diagnose the GEMM2 forms timed by benchmarks/atomic_probe.py instead")
+    parser.add_argument("--diagnose-gemm1", action="store_true",
+                        help="diagnose the block-scaled GEMM1 forms timed by benchmarks/fp8_tile_scales.py instead")
     args = parser.parse_args(argv)
-    if args.diagnose_gemm2:
+    if args.diagnose_gemm2 or args.diagnose_gemm1:
+        diagnose_one = diagnose_gemm2 if args.diagnose_gemm2 else diagnose_gemm1
         doc = {"date": time.strftime("%Y-%m-%d %H:%M"), "command": " ".join(sys.argv),
-               "rows": [r for gpu in args.gpus.split(",") for r in diagnose_gemm2(gpu)]}
+               "rows": [r for gpu in args.gpus.split(",") for r in diagnose_one(gpu)]}
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
-        print_diagnoses(doc)
+        print_diagnoses(doc) if args.diagnose_gemm2 else print_shares(doc)
         return 0
     rows, started = [], time.monotonic()
     for gpu in args.gpus.split(","):
@@ -198,6 +235,25 @@ def print_table(doc) -> None:
               f"{statistics.median(ratio):.2f} | {statistics.mean(ape):.1f} | "
               f"{statistics.median([x for x in rho if x == x]):.2f} | {sum(x <= 1.05 for x in regret)} of "
               f"{len(regret)} | {sum(cover)} of {len(cover)} |")
+
+
+def print_shares(doc) -> None:
+    """Per GPU and form: the median share of the gap named, its range, and the causes' median us."""
+    print("\n| GPU | form | launches | share of the gap named: median (min-max) | causes' estimates / gap: median "
+          "(min-max) | median us of the largest causes |")
+    print("|---|---|---|---|---|---|")
+    groups: dict = {}
+    for r in doc["rows"]:
+        if not r.get("error"):
+            groups.setdefault((r["gpu"], r["form"]), []).append(r)
+    for (gpu, form), rows in groups.items():
+        shares = [r["explained_share"] for r in rows]
+        over = sorted(r["estimates_over_gap"] for r in rows if r.get("estimates_over_gap") is not None)
+        names = {n for r in rows for n in r["causes"]}
+        med = {n: statistics.median(r["causes"].get(n, 0.0) for r in rows) for n in names}
+        top = ", ".join(f"{n} {us:.1f}" for n, us in sorted(med.items(), key=lambda x: -x[1])[:4])
+        print(f"| {gpu} | {form} | {len(rows)} | {statistics.median(shares):.1%} ({min(shares):.0%}-{max(shares):.0%})"
+              f" | {statistics.median(over):.2f} ({over[0]:.2f}-{over[-1]:.2f}) | {top} |")
 
 
 def print_diagnoses(doc) -> None:
