@@ -194,6 +194,13 @@ def test_the_diagnosis_names_the_probe_causes_and_never_passes_the_gap():
     assert sum(c.us for c in dx.causes) == pytest.approx(dx.gap_us)
     assert dx.cause("K-loop rate") > 0 and dx.cause("CTA ramp") > 0
     assert any("loop probe measured on" in n for n in dx.notes)
+    # Estimates past the gap are said to be: measured barely over the ideal, the same causes name far more.
+    estimates = sum(c.estimate_us for c in dx.causes if c.name != "unexplained")
+    tight = diagnose(FamilySubject(family, spec, gpu, config, "mixtral"), config, dx.ideal_us + estimates / 2)
+    over = sum(c.estimate_us for c in tight.causes if c.name != "unexplained") / tight.gap_us
+    assert over > 1.1 and any(f"sum to {over:.2f}x the gap" in n for n in tight.notes)
+    assert sum(c.us for c in tight.causes) == pytest.approx(tight.gap_us)
+    assert any("x the gap" in n for n in dx.notes) == (estimates > 1.1 * dx.gap_us)
     # A config the probe never ran is diagnosed without them, and says so.
     other = Config({**config.params, "BLOCK_SIZE_K": 32}, num_warps=8, num_stages=3)
     dx = diagnose(FamilySubject(family, spec, gpu, other, "mixtral"), other, 700.0)

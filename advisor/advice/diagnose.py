@@ -84,6 +84,7 @@ LOAD_LATENCY_CYCLES = {90: {"dram": 480.0, "l2": 260.0}}
 # Dependent integer instructions (IMAD, IADD3, LOP3) issue about 4 cycles apart on one warp (same paper,
 # instruction-latency table): the length of a software division's dependency chain per instruction.
 DEPENDENT_ISSUE_CYCLES = 4.0
+OVERNAMED = 1.10  # estimates past this multiple of the gap get a note (within it: the estimates' own resolution)
 _SOFTWARE_DIVISION = re.compile(r"__cuda_sm\d+x?_(?:div|rem)_[su]64")
 _INPUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "tf32": 4}
 _SM_KEYS = ("tensor", "fma", "alu", "xu", "lsu", "fp64", "smem")
@@ -463,6 +464,12 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         left -= share
         causes.append(Cause(name, share, max(estimate, 0.0), why, bands.get(name, 0.0)))
     causes.append(Cause("unexplained", left, left, "what the causes above do not account for"))
+    named = sum(c.estimate_us for c in causes[:-1])
+    if time_us > ideal_us and named > OVERNAMED * (time_us - ideal_us):
+        # The shares are capped in order; say when the estimates themselves pass the gap (RESULTS 48: the probe
+        # causes of short launches), so that "100% explained" is not read as every estimate being right.
+        notes.append(f"the causes' estimates sum to {named / (time_us - ideal_us):.2f}x the gap: at least one is "
+                     "too large; each is capped at what the ones listed before it left")
     return Diagnosis(subject.label, spec.name, config, time_us, basis, ideal_us, ceiling.ceiling_us, causes,
                      notes + list(ceiling.notes))
 
