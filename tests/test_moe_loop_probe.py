@@ -134,3 +134,20 @@ def test_resolution_is_the_quantile_of_same_loop_differences():
     assert res["first_us"] == pytest.approx(0.88, abs=1e-3)
     assert res["further_us"] == pytest.approx(0.0, abs=1e-6)
     assert conv.probe_resolution({"k_steps": [512, 2048], "loop": rows[:6]}) is None  # too few pairs
+
+
+def test_the_fp8_probe_runs_and_checks_each_form_and_converts(tmp_path, monkeypatch):
+    # benchmarks/fp8_loop_probe.py --dry-run on the interpreter: every form at its two tiny shapes, each output
+    # checked against the reference over the dequantised operands, and the converter's files keyed per form.
+    import fp8_loop_probe
+
+    for name in ("K_STEPS", "M_BLOCKS", "N_BLOCKS"):  # the dry run shrinks the shared probe's sizes
+        monkeypatch.setattr(probe, name, getattr(probe, name))
+    assert fp8_loop_probe.main(["--dry-run", "--out", str(tmp_path), "--repeats", "1"]) == 0
+    doc = json.loads((tmp_path / "moe_loop_probe.json").read_text())
+    rows = doc["loop"]
+    assert {r["variant"] for r in rows} == set(fp8_loop_probe.VARIANTS) and len(rows) == 8
+    assert all(r["status"] == "ok" and r["rel_error"] < 1e-2 for r in rows), rows
+    written = conv.convert(tmp_path / "moe_loop_probe.json", "cpu", tmp_path)
+    keys = {json.dumps(json.loads(p.read_text())["constexprs"], sort_keys=True) for p in written}
+    assert len(written) == len(keys) == 4
