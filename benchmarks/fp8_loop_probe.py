@@ -10,11 +10,12 @@ blocks, A, W and C about L2-sized; K = 512 and 4096 (`K_STEPS`), R = 1 and 2 rou
 times and its median kept; the K = 4096, R = 1 output checked against the float32 reference over the dequantised
 operands, relative error < 1e-2), on random data quantised as the layer quantises it. The variants (`VARIANTS`) are
 the forms whose diagnoses RESULTS 43 and 47 left short: GEMM1 with block scales per column and per tile, and GEMM2
-storing its rows (block and per-channel scales). Loop shapes: every config those diagnoses timed
-(benchmarks/data/*_fp8_tile_scales_all_counts.json at M >= 1024 for GEMM1, *_atomic_probe.json's stored rows for
-GEMM2). CTAs per SM from each compiled kernel's registers and shared memory. The sweeps' clock is read as the bf16
-probe reads it (its heavy bf16 launch), the SM clock around each loop shape too. Timing: CUDA graph of 2 launches
-after 1 warm-up, median of 20 replays, no L2 flush.
+storing its rows (block and per-channel scales); and GEMM1 with per-channel scales. Loop shapes: every config those
+diagnoses timed (benchmarks/data/*_fp8_tile_scales_all_counts.json at M >= 1024 for the block GEMM1,
+`CHANNEL_GEMM1_RUNS` at M >= 1024 for the per-channel one, *_atomic_probe.json's stored rows for GEMM2). CTAs per SM
+from each compiled kernel's registers and shared memory. The sweeps' clock is read as the bf16 probe reads it (its
+heavy bf16 launch), the SM clock around each loop shape too. Timing: CUDA graph of 2 launches after 1 warm-up,
+median of 20 replays, no L2 flush.
 Writes OUT/moe_loop_probe.json (the bf16 probe's format, so its converter reads it) and prints a table last.
 """
 
@@ -39,15 +40,24 @@ DATA = ROOT / "benchmarks" / "data"
 K_STEPS = (512, 4096)
 # variant: (gated, scaling, tile scales, top-k sum by atomics); GEMM2 stores its rows (the form diagnosed short).
 VARIANTS = {"fp8-g1-block-tiles": (True, "block", True, False), "fp8-g1-block-cols": (True, "block", False, False),
+            "fp8-g1-channel": (True, "channel", False, False),
             "fp8-g2-stores-block": (False, "block", False, False),
             "fp8-g2-stores-channel": (False, "channel", False, False)}
+# The runs whose per-channel GEMM1 rows were timed alone (RESULTS 40; benchmarks/fp8_moe_generic_check.py reads them).
+CHANNEL_GEMM1_RUNS = ("h100_moe_fp8_run5.json", "h200_moe_fp8_run6.json")
 
 
 def loop_shapes(variant: str) -> list[tuple[int, int, int, int, int]]:
     """The (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) of the configs the diagnoses of `variant` were timed at."""
     gated, scaling = VARIANTS[variant][:2]
     shapes = set()
-    if gated:
+    if gated and scaling == "channel":
+        for name in CHANNEL_GEMM1_RUNS:
+            for case in json.loads((DATA / name).read_text())["gemm1"]:
+                part = case["scalings"].get("channel", {"rows": []}) if case["m"] >= 1024 else {"rows": []}
+                shapes |= {bf16_probe._shape_of(r["config"]) for r in part["rows"]
+                           if r.get("status") == "ok" and r.get("gemm_us")}
+    elif gated:
         for path in sorted(DATA.glob("h*_fp8_tile_scales_all_counts.json")):
             for case in json.loads(path.read_text())["cases"]:
                 shapes |= {bf16_probe._shape_of(r["config"]) for r in case["rows"]

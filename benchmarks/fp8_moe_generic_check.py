@@ -18,7 +18,8 @@ predicted best over the measured best). Writes the rows as JSON and prints a sho
 forms, the top-k sum by atomics or rows stored), at its measured time, captured the same way (`gemm2_only`):
 how much of each gap named causes explain, and what the atomics cause says against the two forms' difference.
 `--diagnose-gemm1`: the same for the block-scaled GEMM1 that benchmarks/fp8_tile_scales.py --all-counts timed alone
-in both forms (`gemm_only(..., tile_scales)`), at each M >= 1024 and the config shipped then.
+in both forms (`gemm_only(..., tile_scales)`), at each M >= 1024 and the config shipped then, and for every
+per-channel GEMM1 tile RESULTS 40 timed at M >= 1024.
 All on this machine's CPU, no GPU.
 """
 
@@ -145,6 +146,17 @@ def diagnose_gemm1(gpu: str) -> list[dict]:
             call = f"gemm_only({case['m']}, {e}, {top_k}, {h}, {inter}, 'block', {r['config']!r}, {tiles})"
             rows.append({"case": case["case"], "m": case["m"], "scaling": "block", "form": form,
                          "config": r["config"], "gemm_us": measured, "gpu": gpu, **diagnosis(gpu, call, measured)})
+            print(json.dumps(rows[-1]), flush=True)
+    # Per-channel scales (one scale per row, applied once after the loop): every tile RESULTS 40 timed at M >= 1024.
+    for case in json.loads(Path(RUNS[gpu]).read_text())["gemm1"]:
+        e, top_k, h, inter = SHAPES[case["case"]]
+        for r in case["scalings"].get("channel", {"rows": []})["rows"] if case["m"] >= 1024 else []:
+            if r.get("status") != "ok" or not r.get("gemm_us"):
+                continue
+            call = f"gemm_only({case['m']}, {e}, {top_k}, {h}, {inter}, 'channel', {r['config']!r}, False)"
+            rows.append({"case": case["case"], "m": case["m"], "scaling": "channel", "form": "channel",
+                         "config": r["config"], "gemm_us": r["gemm_us"], "gpu": gpu,
+                         **diagnosis(gpu, call, r["gemm_us"])})
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
