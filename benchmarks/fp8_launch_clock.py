@@ -25,20 +25,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import moe_fp8  # noqa: E402
 import moe_fusion  # noqa: E402
 
-DATA = ROOT / "benchmarks" / "data"
-
-
-def shipped_then(device_name: str) -> dict:
-    """{(case, m): config label} of the first GEMM1 row per case of this GPU's --all-counts run."""
-    tag = "h200" if "H200" in device_name else "h100"
-    run = json.loads((DATA / f"{tag}_fp8_tile_scales_all_counts.json").read_text())
-    out = {}
-    for case in run["cases"]:
-        first = [r for r in case["rows"] if r["gemm"] == 1 and r["status"] == "ok"][:1]
-        if first:
-            out[(case["case"], case["m"])] = first[0]["config"]
-    return out
-
 
 def main(argv=None) -> int:
     parser = moe_fp8.common_parser(__doc__)
@@ -46,26 +32,23 @@ def main(argv=None) -> int:
     out, started, device, device_name, shapes = moe_fp8.start(args)
     if args.dry_run:
         raise SystemExit("fp8_launch_clock reads the GPU's clock; it has no dry run")
+    from fp8_moe_generic_check import shipped_then
     from moe_loop_probe import measure_sweep_clock
     from moe_probe_clock import sweep_clock
 
     from advisor.measure.timing import versions
-    from kernels import fused_moe_fp8 as f8
 
-    configs = shipped_then(device_name)
+    configs = shipped_then("h200" if "H200" in device_name else "h100")
     rows = []
     for name, e, top_k, h, inter, ms in shapes:
         for m in moe_fp8.token_counts(args, tuple(x for x in ms if x >= 1024)):
-            label = configs.get((name, m))
-            if label is None:
+            if (name, m) not in configs:
                 continue
+            label = configs[(name, m)]["config"]
             case = moe_fp8.Gemm1Case(e, top_k, h, inter, m, device, "block")
             config = moe_fusion.parse_label(label)
-            align = case.aligned(config["BLOCK_SIZE_M"])
             for form, tile in (("columns", False), ("tile", True)):
-                def run(g=case, c=config, a=align, t=tile):
-                    f8.invoke_fp8_gemm(g.a_q, g.a_s, g.w1_il_q, g.w1_scales, g.out, g.weights, *a, top_k=g.top_k,
-                                       config=c, gated=True, scaling="block", tile_scales=t)
+                run = case.fp8_runner(config, tile_scales=tile)
                 rel = moe_fp8._checked(case, run, case.ref)
                 rows.append({"case": name, "m": m, "config": label, "form": form, "rel_error": rel,
                              **sweep_clock(run)})

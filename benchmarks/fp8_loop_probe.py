@@ -152,14 +152,6 @@ class Fp8Launches:
         return {"m": m, "n": n_out}
 
 
-def ctas_per_sm(variant, shape, resources: dict) -> int:
-    """CTAs one SM holds for the compiled kernel (registers and shared memory), as the bf16 probe counts them."""
-    from ceilings.hardware import resolve_gpu
-    from ceilings.roofline import occupancy
-
-    return occupancy(resolve_gpu("h100").spec, shape[3], resources.get("n_regs"), resources.get("shared"))
-
-
 def main(argv=None) -> int:
     args = bf16_probe.probe_parser(__doc__, VARIANTS, 300.0, 5).parse_args(argv)
     out = Path(args.out)
@@ -199,7 +191,7 @@ def main(argv=None) -> int:
         doc["sweep_clock"] = bf16_probe.measure_sweep_clock(device)
     doc["dram"] = []  # the slab probe is the bf16 probe's (the advisor reads it from that probe's files)
     doc["loop"] = bf16_probe.run_loop_probe(jobs, compiled, device, args.dry_run, start + args.deadline, smi,
-                                            args.repeats, Fp8Launches(device), ctas_per_sm)
+                                            args.repeats, Fp8Launches(device))
     bf16_probe.print_rows(bf16_probe.finish(doc, out, start))
     return 0
 

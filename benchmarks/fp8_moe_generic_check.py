@@ -38,11 +38,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import moe_fp8  # noqa: E402
 import moe_fusion  # noqa: E402
 
 RUNS = {"h100": "benchmarks/data/h100_moe_fp8_run5.json", "h200": "benchmarks/data/h200_moe_fp8_run6.json"}
-SHAPES = {"E8_top2_K4096_N14336": (8, 2, 4096, 7168), "E64_top8_K3584_N2560": (64, 8, 3584, 1280),
-          "E128_top8_K2048_N384": (128, 8, 2048, 192)}
+# (E, top_k, H, I) of the fp8 runs' cases (benchmarks/moe_fp8.py's), by the runs' shape label and by case name.
+_CASES = [(name, (e, top_k, h, inter)) for name, e, top_k, h, inter, _ in moe_fusion.shapes(False, moe_fp8.CASES)]
+SHAPES = {moe_fp8.label(*shape): shape for _, shape in _CASES}
+DIAGNOSED_SHAPES = dict(_CASES)
 
 
 def gemm_only(m, e, top_k, h, inter, scaling, label, tile_scales=False):
@@ -94,10 +97,6 @@ def gemm2_only(m, e, top_k, h, inter, scaling, label, fuse_sum):
                        sum_topk=fuse_sum, tile_scales=False)  # the form benchmarks/atomic_probe.py timed
 
 
-DIAGNOSED_SHAPES = {"mixtral-8x7b TP2": (8, 2, 4096, 7168), "qwen2-57b-a14b TP2": (64, 8, 3584, 1280),
-                    "qwen3-30b-a3b TP4": (128, 8, 2048, 192)}
-
-
 def diagnosis(gpu: str, call: str, measured_us: float) -> dict:
     """`advisor diagnose` of the fp8 kernel's launch that `call` makes, at its measured time: ideal, ceiling, share
     of the gap named, each cause's us (or the error line)."""
@@ -131,20 +130,29 @@ def diagnose_gemm2(gpu: str) -> list[dict]:
     return rows
 
 
+def shipped_then(gpu: str) -> dict:
+    """{(case, M): row} of the GEMM1 that benchmarks/fp8_tile_scales.py --all-counts timed on `gpu` (h100, h200) at
+    the config shipped then: each case's first GEMM1 row, with its time in both forms."""
+    run = json.loads((Path(__file__).resolve().parent / "data" / f"{gpu}_fp8_tile_scales_all_counts.json").read_text())
+    out = {}
+    for case in run["cases"]:
+        first = [r for r in case["rows"] if r["gemm"] == 1 and r["status"] == "ok"][:1]
+        if first:
+            out[(case["case"], case["m"])] = first[0]
+    return out
+
+
 def diagnose_gemm1(gpu: str) -> list[dict]:
     """`advisor diagnose` of the block-scaled GEMM1 that benchmarks/fp8_tile_scales.py --all-counts timed alone in
     both forms (scales per column, per tile) at each M >= 1024, at the config shipped then (each case's first)."""
-    run = json.loads(Path(f"benchmarks/data/{gpu}_fp8_tile_scales_all_counts.json").read_text())
     rows = []
-    for case in run["cases"]:
-        firsts = [r for r in case["rows"] if r["gemm"] == 1 and r["status"] == "ok"][:1]
-        if case["m"] < 1024 or not firsts:
+    for (name, m), r in shipped_then(gpu).items():
+        if m < 1024:
             continue
-        r = firsts[0]
-        e, top_k, h, inter = DIAGNOSED_SHAPES[case["case"]]
+        e, top_k, h, inter = DIAGNOSED_SHAPES[name]
         for form, tiles, measured in (("columns", False, r["columns_us"]), ("tile", True, r["tile_us"])):
-            call = f"gemm_only({case['m']}, {e}, {top_k}, {h}, {inter}, 'block', {r['config']!r}, {tiles})"
-            rows.append({"case": case["case"], "m": case["m"], "scaling": "block", "form": form,
+            call = f"gemm_only({m}, {e}, {top_k}, {h}, {inter}, 'block', {r['config']!r}, {tiles})"
+            rows.append({"case": name, "m": m, "scaling": "block", "form": form,
                          "config": r["config"], "gemm_us": measured, "gpu": gpu, **diagnosis(gpu, call, measured)})
             print(json.dumps(rows[-1]), flush=True)
     # Per-channel scales (one scale per row, applied once after the loop): every tile RESULTS 40 timed at M >= 1024.

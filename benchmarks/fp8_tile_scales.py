@@ -61,15 +61,12 @@ def both_forms(run, check, timer) -> dict:
 
 
 def gemm1_rows(case, configs, timer) -> list[dict]:
-    from kernels import fused_moe_fp8 as f8
-
     rows = []
     for config in configs:
-        align = case.aligned(config["BLOCK_SIZE_M"])
+        runs = {tile: case.fp8_runner(config, tile_scales=tile) for tile in (False, True)}
 
-        def run(tile, c=config, a=align):
-            f8.invoke_fp8_gemm(case.a_q, case.a_s, case.w1_il_q, case.w1_scales, case.out, case.weights, *a,
-                               top_k=case.top_k, config=c, gated=True, scaling="block", tile_scales=tile)
+        def run(tile, r=runs):
+            r[tile]()
 
         def check(fn):
             return moe_fp8._checked(case, fn, case.ref)
@@ -121,14 +118,10 @@ def gemm2_rows(e, top_k, h, inter, m, ids, weights, configs, device, timer) -> l
 
 def quantised_gemm1_row(case, config, timer) -> dict:
     """GEMM1 with its activation quantiser launch before it (as RESULTS 40's "+q" and the layer run it)."""
-    from kernels import fused_moe_fp8 as f8
-
-    align = case.aligned(config["BLOCK_SIZE_M"])
+    runs = {tile: case.fp8_runner(config, with_quant=True, tile_scales=tile) for tile in (False, True)}
 
     def run(tile):
-        a_q, a_s = f8.quantize_rows(case.a, "block")
-        f8.invoke_fp8_gemm(a_q, a_s, case.w1_il_q, case.w1_scales, case.out, case.weights, *align, top_k=case.top_k,
-                           config=config, gated=True, scaling="block", tile_scales=tile)
+        runs[tile]()
 
     def check(fn):
         return moe_fp8._checked(case, fn, case.ref)

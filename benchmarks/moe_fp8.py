@@ -238,25 +238,26 @@ class Gemm1Case:
             self._align[block] = moe_align_triton(self.ids, (block,), self.e)[0]
         return self._align[block]
 
-    def fp8_runner(self, config, with_quant: bool = False, weight_only: bool = False):
+    def fp8_runner(self, config, with_quant: bool = False, weight_only: bool = False, tile_scales: bool | None = None):
         """GEMM1 on A quantised beforehand, or (with_quant) with its quantiser launch before it, or (weight_only)
-        on the bf16 A itself."""
+        on the bf16 A itself; tile_scales as `invoke_fp8_gemm` takes it (None: its default)."""
         from kernels import fused_moe_fp8 as f8
 
         align = self.aligned(config["BLOCK_SIZE_M"])
         if weight_only:
             return lambda: f8.invoke_fp8_gemm(self.a, None, self.w1_il_q, self.w1_scales, self.out, self.weights,
                                               *align, top_k=self.top_k, config=config, gated=True,
-                                              scaling=self.scaling)
+                                              scaling=self.scaling, tile_scales=tile_scales)
         if not with_quant:
             return lambda: f8.invoke_fp8_gemm(self.a_q, self.a_s, self.w1_il_q, self.w1_scales, self.out, self.weights,
                                               *align, top_k=self.top_k, config=config, gated=True,
-                                              scaling=self.scaling)
+                                              scaling=self.scaling, tile_scales=tile_scales)
 
         def run():
             a_q, a_s = f8.quantize_rows(self.a, self.scaling)
             f8.invoke_fp8_gemm(a_q, a_s, self.w1_il_q, self.w1_scales, self.out, self.weights, *align,
-                               top_k=self.top_k, config=config, gated=True, scaling=self.scaling)
+                               top_k=self.top_k, config=config, gated=True, scaling=self.scaling,
+                               tile_scales=tile_scales)
         return run
 
     def bf16_runner(self, config):
