@@ -4,6 +4,7 @@ ceiling. On the tutorial-style fixtures, launches captured from a call (no GPU).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import re
@@ -149,3 +150,45 @@ def test_caveats_every_launch_shares_are_said_once(capsys):
     padding = "! tile padding from the expected routing"
     assert text.count(padding) == 1 and text.index("- every launch above") < text.index(padding)
     assert "! L2 bandwidth of NVIDIA L4 unknown" in text
+
+
+# ------------------------------------------------------------------------ the table never cuts a number
+
+def test_wrapped_labels_break_at_spaces_and_never_between_digits():
+    from advisor.advice.report import wrap_label
+
+    label = "swiglu_rowscale_kernel grid=[4096, 56] x_ptr[4096, 28672] scale_ptr[4096] out_ptr[4096, 14336]"
+    for width in (6, 8, 10, 13, 24):
+        lines = wrap_label(label, width).split("\n")
+        assert all(len(line) <= width for line in lines), (width, lines)
+        assert "".join(lines).replace(" ", "") == label.replace(" ", "")  # nothing lost or added
+        for above, below in zip(lines, lines[1:], strict=False):
+            assert not (above[-1].isdigit() and below[0].isdigit()), (width, above, below)
+    assert wrap_label("BLOCK_H=512 w4 s3", 11).split("\n") == ["BLOCK_H=512", "w4 s3"]
+
+
+def test_config_words_and_numbers_keep_their_width_at_80_columns():
+    from advisor.advice.report import column_widths
+
+    headers = ("launch", "current", "us", "suggested", "us", "gain", "bound", "head-\nroom")
+    row = ("k grid=[4096, 56] x_ptr[4096, 28672]", "BLOCK_H=512 BLOCK_W=1024 w4 s3", "114.9",
+           "BLOCK_H=1024 w8 s3", "2675.7", "1.00x*", "tensor", "1.25x")
+    widths = column_widths(headers, [row], 80)
+    assert sum(widths) + 3 * 7 <= 80  # columns and the blanks between them
+    assert widths[1] >= len("BLOCK_W=1024") and widths[3] >= len("BLOCK_H=1024")
+    assert widths[2] >= 5 and widths[4] >= 6 and widths[5] >= 6 and widths[6] >= 6 and widths[7] >= 5
+
+
+def test_a_long_launch_label_is_named_by_number_and_spelled_out(matmul_advices, capsys):
+    from advisor.advice import report
+
+    long = copy.copy(matmul_advices[0].subject)
+    long.label += " x_ptr[4096, 28672] scale_ptr[4096]"
+    advice = dataclasses.replace(matmul_advices[0], subject=long)
+    report.render_text([advice], 1.0, width=80)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out
+    row = next(line for line in out.splitlines() if line.startswith("#1 "))
+    assert f"{advice.time_of(advice.current):.1f}" in row and f"{advice.speedup:.2f}x" in row
+    assert f"#1: {long.label}" in words(out)

@@ -168,25 +168,36 @@ def render_text(advices: Sequence[Advice], min_speedup: float, width: int | None
     times = "measured us (predicted where not timed)" if measured else "predicted us"
     prefix = _common_prefix([a.subject.label for a in advices])
     title = f"triton-advisor suggest: {prefix + ' ' if prefix else ''}on {gpus}, {times}"
-    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, title_justify="left")
-    for col, justify, number in (("launch", "left", False), ("current", "left", False), ("us", "right", True),
-                                 ("suggested", "left", False), ("us", "right", True), ("gain", "right", True),
-                                 ("bound", "left", True), ("head-\nroom", "right", True)):
-        table.add_column(col, justify=justify, no_wrap=number, overflow="ellipsis" if number else "fold",
-                         ratio=None if number else 1)
+    rows = []
     for a in advices:
         label = a.subject.label[len(prefix):].strip() if prefix else a.subject.label
-        mark = "bold" if is_finding(a, min_speedup) else None
         if a.cannot_run:
-            table.add_row(label, a.current.config.label(), "can't run", a.best.config.label(),
-                          "-" if a.best.config == a.current.config else f"{a.time_of(a.best):.1f}", "-",
-                          "-", "-", style=mark)
-            continue
-        table.add_row(label, a.current.config.label(), f"{a.time_of(a.current):.1f}",
-                      a.best.config.label(), f"{a.time_of(a.best):.1f}",
-                      f"{a.speedup:.2f}x" + ("*" if _how(a) == "measured" else ""),
-                      a.current.ceiling.binding, f"{a.headroom:.2f}x", style=mark)
+            rows.append((label, a.current.config.label(), "can't run", a.best.config.label(),
+                         "-" if a.best.config == a.current.config else f"{a.time_of(a.best):.1f}", "-", "-", "-"))
+        else:
+            rows.append((label, a.current.config.label(), f"{a.time_of(a.current):.1f}", a.best.config.label(),
+                         f"{a.time_of(a.best):.1f}", f"{a.speedup:.2f}x" + ("*" if _how(a) == "measured" else ""),
+                         a.current.ceiling.binding, f"{a.headroom:.2f}x"))
+    headers = ("launch", "current", "us", "suggested", "us", "gain", "bound", "head-\nroom")
+    widths = column_widths(headers, rows, console.width)
+    # Launch labels too long for their column (a user kernel's grid and tensors) would make each row a tall
+    # thin column: the table then names launches by number and spells them out under it.
+    keyed = [row[0] for row in rows] if any(wrap_label(row[0], widths[0]).count("\n") >= LABEL_LINES
+                                            for row in rows) else []
+    if keyed:
+        rows = [(f"#{i}", *row[1:]) for i, row in enumerate(rows, 1)]
+        widths = column_widths(headers, rows, console.width)
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, title_justify="left",
+                  show_edge=False)
+    for col, width_, justify in zip(headers, widths, ("left", "left", "right", "left", "right", "right", "left",
+                                                      "right"), strict=True):
+        table.add_column(col, justify=justify, width=width_, no_wrap=True, overflow="ellipsis")
+    for a, row in zip(advices, rows, strict=True):
+        cells = [wrap_label(cell, w) for cell, w in zip(row, widths, strict=True)]
+        table.add_row(*cells, style="bold" if is_finding(a, min_speedup) else None)
     console.print(table)
+    for i, label in enumerate(keyed, 1):
+        console.print(f"#{i}: {label}", highlight=False, markup=False)
     findings = [a for a in advices if is_finding(a, min_speedup)]
     console.print(f"{len(findings)} finding(s): a gain over {min_speedup:.2f}x (bold) or a config that cannot run",
                   highlight=False, markup=False)
@@ -214,6 +225,77 @@ def render_text(advices: Sequence[Advice], min_speedup: float, width: int | None
                   highlight=False, markup=False, style="dim")
     if measured:
         console.print(f"timed on this GPU: {sum(a.measured for a in advices)} configs", highlight=False)
+
+
+LABEL_LINES = 4  # a launch label wrapped to this many lines or more is shown by number, spelled out below
+# Between two columns a space of padding each side and the box's (blank) rule; no edges (show_edge=False).
+_GAP, _EDGES = 3, 0
+
+
+def column_widths(headers: Sequence[str], rows: Sequence[Sequence[str]], total: int) -> list[int]:
+    """Each column's width for a table of `total` columns: numbers and the config labels' words (a config
+    label's `BLOCK_H=512`) at their full width, so no number is ever cut; the launch label up to 24 of what is
+    left, then the configs as much as they need, then the launch label the rest."""
+    def longest_word(i: int) -> int:
+        return max((len(w) for row in rows for w in row[i].split()), default=0)
+
+    widths = [max([len(h) for h in headers[i].split("\n")] + [len(row[i]) for row in rows])
+              for i in range(len(headers))]
+    for i in (1, 3):
+        widths[i] = max(len(headers[i]), longest_word(i))
+    fixed = sum(w for i, w in enumerate(widths) if i != 0) + _GAP * (len(headers) - 1) + _EDGES
+    label = max((len(row[0]) for row in rows), default=0)
+    widths[0] = max(len(headers[0]), min(total - fixed, label, 24))
+    spare = total - fixed - widths[0]
+    for i in (1, 3):  # configs on as few lines as the room allows
+        want = max((len(row[i]) for row in rows), default=0)
+        grow = max(0, min(spare // 2 if i == 1 else spare, want - widths[i]))
+        widths[i] += grow
+        spare -= grow
+    widths[0] += max(0, min(spare, label - widths[0]))  # what the configs leave, back to the launch
+    return widths
+
+
+# Inside a word longer than its column, a break may follow these characters (a tensor's `x_ptr[4096,`
+# breaks after its comma, a kernel name after an underscore), never fall between two digits.
+_BREAK_AFTER = "_,)]"
+
+
+def wrap_label(text: str, width: int) -> str:
+    """`text` wrapped at its spaces to lines of at most `width`; a word longer than that is broken after one
+    of `_BREAK_AFTER` or before a `[`, and cut bare only where it has no such place (never inside a number
+    if the word has any other place to break)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        while len(word) > width:
+            cut = max([i + 1 for i, ch in enumerate(word[:width]) if ch in _BREAK_AFTER]
+                      + [i for i, ch in enumerate(word[:width + 1]) if ch == "[" and i > 0], default=0)
+            if cut == 0:
+                cut = _cut_outside_digits(word, width)
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(word[:cut])
+            word = word[cut:]
+        if line and len(line) + 1 + len(word) <= width:
+            line += " " + word
+        else:
+            if line:
+                lines.append(line)
+            line = word
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _cut_outside_digits(word: str, width: int) -> int:
+    """Where to cut a word that has no break character: the last place within `width` not between two
+    digits, else `width`."""
+    for i in range(width, 0, -1):
+        if not (word[i - 1].isdigit() and i < len(word) and word[i].isdigit()):
+            return i
+    return width
 
 
 SHOWN_CAVEATS = 3  # per launch in text; --format json lists every one
