@@ -203,3 +203,26 @@ def test_suggest_json_carries_a_diagnosis_per_launch(capsys):
     assert diagnosis["time_us"] == pytest.approx(launch["current"]["predicted_us"], rel=1e-3)
     assert sum(c["us"] for c in diagnosis["causes"]) == pytest.approx(diagnosis["gap_us"], abs=0.01)
     assert math.isfinite(diagnosis["explained_share"])
+
+
+def test_a_grid_of_tiny_ctas_loses_its_gap_to_dispatch():
+    from ceilings.latency_floor import empty_kernel_floor
+
+    def rows(n_rows: int, block: int) -> LaunchSubject:
+        tensors = (TensorArg.contiguous("x_ptr", (n_rows, block), "float32"),
+                   TensorArg.contiguous("y_ptr", (n_rows, block), "float32"))
+        launch = Launch(str(FIXTURES), "guarded_rows", (n_rows,), tensors,
+                        {"n_rows": n_rows, "n_cols": block, "use_exp": 0}, {}, Config({"BLOCK": block}, 1, 1))
+        return LaunchSubject(launch, GPU)
+
+    # 200,000 CTAs of one warp move 25.6 MB: an empty kernel of that grid (measured) takes several times the
+    # time the bytes need, so the gap past the ideal is the grid's start and retire, and nothing else.
+    d = diagnose(rows(200_000, 16), time_us=LONG)
+    dispatch = empty_kernel_floor(GPU.rates.empty_kernel_us, 200_000, 1)
+    assert dispatch > 3 * d.ideal_us
+    assert d.estimate("grid dispatch") == pytest.approx(dispatch - d.ideal_us, rel=1e-9)
+    assert "an empty kernel of 200000 CTAs of 1 warps" in next(c.why for c in d.causes if c.name == "grid dispatch")
+    check_sums(d)
+    # Rows of 16K floats in 132 CTAs: the grid starts in a fraction of the work's time, no dispatch cause.
+    d = diagnose(rows(SMS, 16384), time_us=LONG)
+    assert all(c.name != "grid dispatch" for c in d.causes)

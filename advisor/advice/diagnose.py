@@ -12,7 +12,9 @@ The times, bottom up:
 The causes, each a time estimate in us with a one-line reason, in this order, each capped at what is
 left of the gap (so they never sum past it); "unexplained" is the rest:
 1. padding: tile rows past each expert's (or the problem's) real rows, when the tensor pipe binds;
-2. exit-only CTAs: CTAs launched only to exit, each an L2 round trip in a CTA slot;
+2. exit-only CTAs: CTAs launched only to exit, each an L2 round trip in a CTA slot; and grid dispatch: where an
+   empty kernel of the launch's grid and CTA size (calibrated, `ceilings.latency_floor`) takes longer than the
+   ideal, the excess (less the exit-only CTAs' part of it);
 3. tail wave and imbalance: the busiest SM's work against the average SM's (`Demand.busiest_sm_work`);
 4. fill and drain of the K loop: per CTA, one load latency plus the shorter of a trip's load and a
    trip's work (the software pipeline's prologue and epilogue, whatever its num_stages); exposed for
@@ -73,6 +75,7 @@ from advisor.advice.diagnose_causes import (
 from advisor.advice.diagnose_l2 import l2_rereads, weight_reuse
 from advisor.advice.diagnose_loop import dram_slab_reads, loop_causes, probe_note, probe_timing, resolution_bands
 from ceilings.errors import AdvisorError
+from ceilings.latency_floor import empty_kernel_floor
 from ceilings.launch import Config
 from ceilings.roofline import Ceiling, Demand
 
@@ -331,6 +334,15 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         estimates.append(("exit-only CTAs", waves * l2_us,
                           f"{exit_ctas} of {d.ctas} CTAs only exit: {waves} round(s) of CTA slots at one L2 "
                           f"round trip ({latency['l2']:.0f} cycles) each"))
+    dispatch = empty_kernel_floor(rates.empty_kernel_us, d.ctas, d.warps_per_cta) if rates.empty_kernel_us else None
+    if dispatch is not None and dispatch > ideal_us:
+        # An empty kernel of the same grid and CTA size (measured) takes this long: starting and retiring that many
+        # CTAs costs more than the launch's work at the chip's rates. The exit-only CTAs above are part of it.
+        named_exits = sum(e for n, e, _ in estimates if n == "exit-only CTAs")
+        estimates.append(("grid dispatch", max(0.0, dispatch - ideal_us - named_exits),
+                          f"an empty kernel of {d.ctas} CTAs of {d.warps_per_cta} warps takes {dispatch:.1f} us on "
+                          f"this GPU (calibrated), {dispatch - ideal_us:.1f} us past the ideal: fewer, larger CTAs "
+                          "start and retire faster"))
     waves_f = active / sms
     estimates.append(("tail wave", busiest_main - padded_main,
                       f"the busiest SM runs {busiest_ctas} CTAs against {waves_f:.2f} on average ({binding} "
