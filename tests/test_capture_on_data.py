@@ -92,8 +92,11 @@ def test_kernels_compile_after_an_interpreted_launch(tmp_path):
 
 
 @pytest.mark.parametrize("call, says", [
-    ("layer(randn(8, 16), randint(0, 8, i32))", "randint(0, 8, torch.int32): give the bound (a positive integer)"),
-    ("layer(randn(8, 16), randint(4))", "randint(4): give the bound (a positive integer), sizes"),
+    ("layer(randn(8, 16), randint(0, 8, i32))", "randint(0, 8, i32): the bounds need low < high"),
+    ("layer(randn(8, 16), randint(4))", "randint(4): the bounds need low < high and the sizes at least one size"),
+    ("layer(randn(8, 16), randint(4, (8,), (2,)))", "randint(4, (8,), (2,)): give the bound and the sizes"),
+    ("layer(randn(8, 16), randint(0, 4, 9, (8,)))", "randint(0, 4, 9, (8,)): give the bound and the sizes"),
+    ("layer(randn(8, 16), randint(4, 8, i32, dtype=i32))", "got two dtypes"),
 ])
 def test_bad_randint_is_one_line_and_exit_2(capsys, call, says):
     with pytest.raises(AdvisorError, match=r"randint\("):
@@ -148,3 +151,15 @@ def test_a_layers_trace_given_with_its_file_keeps_the_other_files_kernels(tmp_pa
     assert json.loads(done.stdout.splitlines()[-1]) == {
         "_align_count_kernel": "moe_align.py", "_align_scatter_kernel": "moe_align.py",
         "quantize_rows_kernel": "fused_moe_fp8.py", "fused_moe_fp8_kernel": "fused_moe_fp8.py"}
+
+
+def test_randint_as_torch_writes_it():
+    from advisor.capture.call import helpers
+
+    randint = helpers()["randint"]
+    seeded = torch.Generator().manual_seed(0)
+    made = randint(-128, 127, (64, 32), helpers()["i8"])
+    assert made.dtype == torch.int8 and made.shape == (64, 32) and made.device.type == "cpu"
+    assert torch.equal(made, torch.randint(-128, 127, (64, 32), dtype=torch.int8, generator=seeded))
+    assert int(made.min()) < 0  # the low bound is kept, not read as the high one
+    assert randint(5, (7,)).tolist() == randint(5, 7).tolist()  # torch's sizes tuple and the short form agree

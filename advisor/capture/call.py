@@ -8,7 +8,8 @@ spelling inside the expression only:
 * tensors without data: `randn`, `rand`, `zeros`, `ones`, `empty`, each taking sizes and an optional
   dtype (`randn(8, 4096, bf16)`, `zeros((8, 4096), dtype=f32)`); they are torch `meta` tensors;
 * a tensor with data: `randint(high, sizes..., dtype)`, integers in [0, high) drawn from a fixed seed
-  (`randint(128, 4096, 8, i32)`: routing ids for 128 experts), a CPU tensor; `torch` itself makes
+  (`randint(128, 4096, 8, i32)`: routing ids for 128 experts), or as torch writes it, `randint(low, high,
+  (sizes), dtype)` in [low, high), a CPU tensor; `torch` itself makes
   others (`torch.arange(8, dtype=i32)`). Launches whose tensors all hold data run in Triton's
   interpreter (`advisor.capture.nogpu`), so what they compute reaches the launches after them;
 * dtypes: `f16`, `bf16`, `f32`, `f64`, `f8` (float8_e4m3fn), `f8e5` (float8_e5m2), `i8`, `i16`,
@@ -56,17 +57,40 @@ def helpers() -> dict:
     return names
 
 
-def _randint(high, *sizes, dtype=None):
-    """Integers in [0, high) of the given sizes, from a fixed seed: a CPU tensor with data."""
+def _randint(*args, dtype=None):
+    """Integers from a fixed seed, a CPU tensor with data: `randint(high, sizes..., dtype)` in [0, high), or as
+    torch spells it, `randint(high, (sizes), dtype)` and `randint(low, high, (sizes), dtype)` in [low, high)."""
     import torch
 
-    shape = _factory("randint")(*sizes, dtype=dtype).shape if sizes else None
-    if not isinstance(high, int) or isinstance(high, bool) or high < 1 or shape is None:
-        raise AdvisorError(f"randint({', '.join(map(repr, (high, *sizes)))}): give the bound (a positive "
-                           "integer), sizes and optionally a dtype, e.g. randint(128, 4096, 8, i32)")
-    dtype = sizes[-1] if isinstance(sizes[-1], torch.dtype) else dtype
-    return torch.randint(0, high, tuple(shape), dtype=dtype or torch.int64,
+    usage = ("give the bound and the sizes, and optionally a dtype: randint(128, 4096, 8, i32) for [0, 128), or "
+             "as torch: randint(-128, 128, (4096, 8), i8) for [-128, 128)")
+    shown = f"randint({', '.join(map(_shown, args))})"
+    values = list(args)
+    if values and isinstance(values[-1], torch.dtype):
+        if dtype is not None:
+            raise AdvisorError(f"{shown} got two dtypes; {usage}")
+        dtype = values.pop()
+    sized = [i for i, v in enumerate(values) if isinstance(v, tuple | list)]
+    if sized:  # torch's form: the bounds, then one sequence of sizes
+        if sized != [len(values) - 1]:
+            raise AdvisorError(f"{shown}: {usage}")
+        bounds, sizes = values[:-1], tuple(values[-1])
+    else:
+        bounds, sizes = values[:1], tuple(values[1:])
+    if not 1 <= len(bounds) <= 2 or not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+        raise AdvisorError(f"{shown}: {usage}")
+    low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+    if high <= low or not sizes:
+        raise AdvisorError(f"{shown}: the bounds need low < high and the sizes at least one size; {usage}")
+    shape = _factory("randint")(*sizes, dtype=dtype).shape
+    return torch.randint(low, high, tuple(shape), dtype=dtype or torch.int64,
                          generator=torch.Generator().manual_seed(0))
+
+
+def _shown(value) -> str:
+    """A call argument as the user wrote it (`i8`, not `torch.int8`)."""
+    names = {getattr(__import__("torch"), long): short for short, long in _DTYPES.items()}
+    return names.get(value, repr(value))
 
 
 def _factory(name: str):
