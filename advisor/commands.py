@@ -202,6 +202,8 @@ def _ceilings_of(args):
         results = [ceil.family_ceiling(args.target, args.shape, gpu, config, compile_kernel=args.compile)]
         titles = [f"{results[0].kernel} {args.shape.replace(',', ' x ')}, {results[0].gpu}, "
                   f"{ceil.Config.from_dict(results[0].config).label()}"]
+    elif config is not None and (configured := _configured_ceilings(args, gpu, config)) is not None:
+        results, titles = configured
     elif args.target.endswith(".json"):
         results = ceil.launch_ceilings(args.target, gpu, kernel=args.kernel)
         titles = [f"{c.kernel} on {c.gpu}, {ceil.Config.from_dict(c.config).label()}" for c in results]
@@ -266,12 +268,47 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def _generic_subjects(args, gpu):
+    """The launches of a launch JSON file, or of a kernel file with --call or --launch (any kernel: the generic
+    path); None for another target."""
+    from advisor.advice.suggest import subjects_for, trace_subjects
+
+    if args.target.endswith(".json"):
+        return trace_subjects(args.target, gpu, kernel=args.kernel)
+    if args.target.endswith(".py") and args.call:
+        return subjects_for(args.target, call=args.call, kernel=args.kernel, gpu=gpu)
+    if args.target.endswith(".py") and args.launch:
+        return trace_subjects(args.launch, gpu, args.target, args.kernel)
+    return None
+
+
+def _configured_ceilings(args, gpu, config):
+    """Each launch's ceiling at --config (its grid from the launch rule, as `suggest` evaluates configs), for a
+    generic target; None for another target."""
+    from advisor.advice import ceiling as ceil
+    from ceilings.validate import config_problem, launch_problem
+
+    subjects = _generic_subjects(args, gpu)
+    if subjects is None:
+        return None
+    results, titles = [], []
+    for s in subjects:
+        fitted = ceil.fit_config(config, s.current, s.kernel, args.config)
+        why = config_problem(fitted, s.spec, s.precheck)
+        (c,) = [] if why else s.ceilings([fitted])
+        why = why or launch_problem(c, s.spec)
+        if why:
+            raise AdvisorError(f"{s.label}: --config {fitted.label()} cannot run on {s.spec.name}: {why}")
+        results.append(c)
+        titles.append(f"{c.kernel} on {c.gpu}, {fitted.label()} (--config)")
+    return results, titles
+
+
 def _diagnose_subjects(args, gpu):
     """The launches `advisor diagnose` takes from its target, as `advisor ceiling` reads it, and the --config."""
     from advisor.advice import ceiling as ceil
     from advisor.advice import moe
     from advisor.advice.subjects import FamilySubject
-    from advisor.advice.suggest import subjects_for, trace_subjects
     from kernels.family import family_of_file
 
     family = family_of_file(args.target) if args.target.endswith(".py") else None
@@ -287,12 +324,10 @@ def _diagnose_subjects(args, gpu):
         if not args.shape:
             raise AdvisorError(f"{args.target}: give --shape {family.shape_form}")
         return [FamilySubject(family, family.read_shape(args.shape), gpu, config)], config
-    if args.target.endswith(".json"):
-        return trace_subjects(args.target, gpu, kernel=args.kernel), config
-    if args.target.endswith(".py") and (args.call or args.launch):
-        if args.call:
-            return subjects_for(args.target, call=args.call, kernel=args.kernel, gpu=gpu), config
-        return trace_subjects(args.launch, gpu, args.target, args.kernel), config
+    subjects = _generic_subjects(args, gpu)
+    if subjects is not None:
+        return subjects, (ceil.fit_config(config, subjects[0].current, subjects[0].kernel, args.config)
+                          if config else None)
     raise AdvisorError(f"{args.target}: give the shipped kernels/fused_moe.py with --preset/--tokens, a shipped shape "
                        "kernel with --shape, a launch JSON file, or a kernel file with --launch or --call")
 

@@ -377,3 +377,34 @@ def test_ceiling_cli_for_the_shipped_softmax():
     assert doc["pipelines"]["dram"] == pytest.approx(bytes_moved / (3.11e12) * 1e6, rel=0.01)
     r = advisor("ceiling", "kernels/softmax.py")
     assert r.returncode == 2 and "ROWS,COLS" in r.stderr
+
+
+def test_ceiling_and_diagnose_of_any_kernel_take_config_as_its_label_prints_it():
+    # `--config` was ignored for a launch file or --call (the current config's ceiling shown) and a label with
+    # NAME=value parts was refused: now the ceiling is the config's, its grid from the launch rule.
+    base = json.loads(advisor("ceiling", str(FIXTURES / "matmul_launch.json"), "--format", "json").stdout)
+    r = advisor("ceiling", str(FIXTURES / "matmul_launch.json"), "--config", "M64 N64 K32 G8 w4 s3", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["config"] == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}
+    assert base["ctas"] == (2048 // 128) * (4096 // 128) and doc["ctas"] == (2048 // 64) * (4096 // 64)
+    # The same config as JSON, with the kernel's own names, and by NAME=value parts.
+    for given in ('{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4}',
+                  "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 w4 s3"):
+        other = json.loads(advisor("ceiling", str(FIXTURES / "matmul_launch.json"), "--config", given,
+                                   "--format", "json").stdout)
+        assert other["config"] == doc["config"] and other["ceiling_us"] == doc["ceiling_us"]
+    r = advisor("ceiling", str(FIXTURES / "matmul_launch.json"), "--config", "M64 TILE=3 w4 s3")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "has no parameter TILE" in r.stderr and "BLOCK_M=128" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_generic_labels_parse_into_the_kernels_names():
+    from advisor.advice.ceiling import fit_config, parse_config
+
+    current = Config({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "EVEN_K": True, "SCALE": 0.5}, 4, 3)
+    label = parse_config("M128 N32 EVEN_K=False SCALE=0.25 w8 s2")
+    assert fit_config(label, current, "k") == Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 32, "EVEN_K": False,
+                                                      "SCALE": 0.25}, 8, 2)
+    assert fit_config(parse_config(current.label()), current, "k") == current  # the printed label reads back
+    assert fit_config(parse_config("N16 w4 s3"), current, "k")["BLOCK_SIZE_M"] == 64  # unnamed: kept

@@ -226,3 +226,16 @@ def test_a_grid_of_tiny_ctas_loses_its_gap_to_dispatch():
     # Rows of 16K floats in 132 CTAs: the grid starts in a fraction of the work's time, no dispatch cause.
     d = diagnose(rows(SMS, 16384), time_us=LONG)
     assert all(c.name != "grid dispatch" for c in d.causes)
+
+
+def test_diagnose_of_a_launch_file_at_a_config_label(capsys):
+    launch = str(Path(__file__).resolve().parent / "fixtures" / "matmul_launch.json")
+    assert main(["diagnose", launch, "--config", "M64 N64 K32 G8 w4 s3", "--measured", "40", "--format",
+                 "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["config"] == "M64 N64 K32 G8 w4 s3" and doc["time_us"] == 40.0
+    # the config's own grid: 32 x 64 tiles of 64 x 64, not the recorded launch's 512 CTAs
+    assert "0 of 2048 CTAs only exit" in " ".join(c["why"] for c in doc["causes"])
+    assert main(["diagnose", launch, "--config", "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 w4 s3", "--measured",
+                 "40", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ceiling_us"] == doc["ceiling_us"]

@@ -37,9 +37,15 @@ def parse_config(text: str, family: Family | None = None) -> Config:
     return Config.from_dict(entry, "--config")
 
 
+# Config.label()'s short names; a label read without a kernel family keeps them until `fit_config` names them.
+_SHORT = ("M", "N", "K", "G")
+
+
 def _from_label(text: str, family: Family | None) -> Config | None:
-    if family is None or not re.fullmatch(r"(\S+\s+)*w\d+\s+s\d+", text):
+    if not re.fullmatch(r"(\S+\s+)*w\d+\s+s\d+", text):
         return None
+    if family is None:
+        return _generic_label(text)
     names = list(dict.fromkeys(p for c in family.space()[:1] for p in c.params))
     # Each parameter's label prefix, from Config.label itself: "M" for BLOCK_SIZE_M, "ROWS_PER_PROGRAM=" ...
     prefix = {Config({name: 0}).label().split()[0][:-1]: name for name in names}
@@ -53,6 +59,51 @@ def _from_label(text: str, family: Family | None) -> Config | None:
     if set(params) != set(names):  # a label names every parameter of the kernel
         return None
     return Config(params, int(warps[1:]), int(stages[1:]))
+
+
+def _generic_label(text: str) -> Config | None:
+    """A label as `Config.label()` writes it for any kernel: `NAME=value` parts (ints, floats, True/False) and
+    the short M/N/K/G tile names, kept as such for `fit_config`; None where a part is neither."""
+    *parts, warps, stages = text.split()
+    params: dict = {}
+    for part in parts:
+        named = re.fullmatch(r"([A-Za-z_]\w*)=(\S+)", part)
+        short = re.fullmatch(r"([MNKG])(\d+)", part)
+        if named:
+            params[named.group(1)] = _label_value(named.group(2))
+        elif short:
+            params[short.group(1)] = int(short.group(2))
+        else:
+            return None
+    return Config(params, int(warps[1:]), int(stages[1:]))
+
+
+def _label_value(text: str):
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def fit_config(config: Config, current: Config, kernel: str, given: str | None = None) -> Config:
+    """`config` (from --config) in the names of a kernel whose current config is `current`: a label's short
+    M/N/K/G name becomes the parameter it stands for there (BLOCK_M or BLOCK_SIZE_M), and every parameter must
+    be one of the kernel's; one the config leaves out keeps the current value."""
+    short = {Config({name: 0}).label().split()[0][:-1]: name for name in current.params}
+    params = {}
+    for name, value in config.params.items():
+        real = name if name in current.params or name not in _SHORT else short.get(name, name)
+        if real not in current.params:
+            known = " ".join(f"{n}={v}" for n, v in current.params.items()) or "none"
+            raise AdvisorError(f"--config {given or config.label()!r}: {kernel} has no parameter {name} (its "
+                               f"parameters, at their current values: {known})")
+        params[real] = value
+    return Config({name: params.get(name, value) for name, value in current.params.items()},
+                  config.num_warps, config.num_stages)
 
 
 def family_ceiling(target: str | Path, shape: str | None, gpu: GPU, config: Config | None = None,
