@@ -518,3 +518,25 @@ def _quantize_rows(x):
     quantize(x)
 '''
     assert host_calls(source, ["quant_kernel"]) == ["quantize(x, block_size=128)"]
+
+
+def test_suggestion_rows_show_a_kernels_own_config_names_whole():
+    """A kernel with its own parameter names (`BM=64 BN=128 BK=128 w8 s3`, 25 characters): the config column was 23
+    wide, so rows that differ only in num_stages read alike; it now fits the longest label."""
+    w8_gemm = FIXTURES.parents[1] / "benchmarks" / "user_kernels" / "w8_gemm.py"
+    app = make_app(w8_gemm)
+
+    async def scenario(pilot):
+        await type_in_form(pilot, "w8_matmul(randn(16, 512, bf16), randint(-128, 127, (512, 1024), i8), "
+                                  "randn(1024, f32))")
+        a = app.advice
+        assert a is not None and len(a.ranked) >= 2, app.notices
+        labels = sorted({c.config.label() for c in (a.current, *a.ranked)}, key=len, reverse=True)
+        assert len(labels[0]) > 23
+        rows = [line for line in pane_lines(app, "#table") if re.match(r"\s*(cur|\d+)\s", line)]
+        assert len(rows) >= 2
+        for line in rows:  # each row shows its whole label, then the predicted time
+            shown = re.match(r"\s*(?:cur|\d+)\s+(.*?\ss\d+)\s", line)
+            assert shown and shown.group(1) in labels, line
+
+    drive(app, scenario, size=(140, 40))

@@ -127,11 +127,16 @@ class SuggestionTable(DataTable):
         keep = self.highlighted
         self.filled_width = self.size.width
         self.shown_rows = self._sorted_rows()
-        fixed = sum(w for _, _, w in COLUMNS if w) + 2 * len(COLUMNS)
+        # The config column as wide as its longest label (a kernel's own names, `BM=64 BN=128 BK=128 w8 s3`, pass
+        # 23: rows that differ only in num_stages would read alike), up to half the table; why takes the rest.
+        longest = max((len(cand.config.label()) for _, cand in self.shown_rows), default=0)
+        widths = {key: width for key, _, width in COLUMNS}
+        widths["config"] = max(widths["config"], min(longest, self.size.width // 2 if self.size.width else longest))
+        fixed = sum(w for w in widths.values() if w) + 2 * len(COLUMNS)
         why_width = max(12, self.size.width - fixed - 2) if self.size.width else 40
         self.clear(columns=True)
-        for key, label, width in COLUMNS:
-            width = width or why_width
+        for key, label, _ in COLUMNS:
+            width = widths[key] or why_width
             if key == self.sort_key:
                 label += " ▼" if not self.sort_reverse else " ▲"
             self.add_column(label, key=key, width=width)
