@@ -423,3 +423,33 @@ def test_a_padded_size_is_described_with_its_base_name_whole():
 
     padded = PaddedSize("EM", "BLOCK_SIZE_M", "num_valid_tokens", 32768, 128, "round_up(U + k*(t-1), t)")
     assert padded.describe() == "EM = round_up(num_valid_tokens + 128*(t-1), t) with t = BLOCK_SIZE_M"
+
+
+SQUARE_BMM = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def square_bmm_kernel(a_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr):
+    pid_m, pid_n, batch = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = pid_n * BN + tl.arange(0, BN)
+    tl.store(c_ptr + batch * M * N + rows[:, None] * N + cols[None, :], tl.load(a_ptr + rows[:, None] * K))
+'''
+
+
+def test_program_ids_unpacked_from_a_tuple_tell_a_square_grid_apart(tmp_path):
+    """A batched GEMM with M = N (a user's kernel, benchmarks/user_kernels/batched_gemm.py): cdiv(M, BM) and
+    cdiv(N, BN) explain axes 0 and 1 equally by value, and the batch axis 64 read as cdiv(256, BM) x 8. The
+    kernel binds its program ids from a tuple, which the rule did not follow: every axis was kept and no tile
+    searched. Each program id scales one tile, so each axis has one explanation, and the batch none."""
+    src = tmp_path / "square_bmm.py"
+    src.write_text(SQUARE_BMM)
+    launch = Launch(str(src), "square_bmm_kernel", (8, 8, 64),
+                    (_t("a_ptr", 64, 256, 128), _t("c_ptr", 64, 256, 256)), (("M", 256), ("N", 256), ("K", 128)),
+                    (), Config({"BM": 32, "BN": 32}, 4, 2))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BM=64)) == (4, 8, 64)
+    assert rule.grid(launch.config.replace(BN=128)) == (8, 2, 64)
+    assert not rule.unknown_grid(launch.config.replace(BM=64, BN=64)), rule.notes()

@@ -192,7 +192,7 @@ def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int],
     tiles an axis was kept for (a config that changes one has a grid the recorded launch does not tell).
     `fixed`: axes the host sizes whatever the config (a grid-stride loop's), left as they are.
     `scaled_axes`: tile -> the axes whose program id the kernel multiplies it by (`launch_rule.pid_scaled_axes`):
-    where explanations tie, those with a tile the kernel scales only other axes' program ids by are dropped
+    explanations with a tile the kernel scales only other axes' program ids by are dropped while another remains
     (the fp8 GEMV: 8 pairs on axis 1 tie with cdiv(128 experts, BLOCK_ROWS = 16), but the kernel multiplies
     only program_id(0) by BLOCK_ROWS)."""
     def elsewhere(e: Explanation, axis: int) -> bool:
@@ -211,13 +211,14 @@ def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int],
             continue
         others = {g for j, (_, g) in enumerate(axes) if j != i and g >= 2}
         found = _candidates(left, terms, dims, sizes, others)
+        # An explanation through a tile the kernel multiplies only other axes' program ids by contradicts the
+        # source: dropped while another remains (a bmm's batch axis of 64 is no cdiv(256, BM) x 8 when BM
+        # scales program_id(0) only).
+        found = [e for e in found if not elsewhere(e, i)] or found
         if not found:
             continue
         top = max(e.rank for e in found)
         distinct = {e.prediction(): e for e in found if e.rank == top}
-        if len(distinct) > 1:
-            kept = {p: e for p, e in distinct.items() if not elsewhere(e, i)}
-            distinct = kept or distinct
         best[i] = list(distinct.values())
     notes: list[str] = []
     unsure: set[str] = set()

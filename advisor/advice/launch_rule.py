@@ -252,6 +252,7 @@ def pid_scaled_axes(kernel: ast.FunctionDef | None, params: set[str]) -> dict[st
 
     assigns = [(n.targets, n.value) for n in ast.walk(kernel) if isinstance(n, ast.Assign)]
     assigns += [([n.target], n.value) for n in ast.walk(kernel) if isinstance(n, ast.AnnAssign) and n.value]
+    assigns = [pair for targets, value in assigns for pair in _unpacked(targets, value)]
     # index arithmetic only: a value loaded through a program's pointer is data, not a position
     assigns = [(t, v) for t, v in assigns if not _calls(v, "load")]
     for _ in range(3):  # names built from names: a few passes reach the fixed point of a kernel body
@@ -273,6 +274,19 @@ def pid_scaled_axes(kernel: ast.FunctionDef | None, params: set[str]) -> dict[st
                     for tile in set().union(*(tiles.get(x, set()) for x in _names(b))):
                         scaled[tile] = scaled.get(tile, set()) | axes
     return scaled
+
+
+def _unpacked(targets: list[ast.expr], value: ast.expr) -> list[tuple[list[ast.expr], ast.expr]]:
+    """An assignment as (targets, value) pairs, a tuple of names bound from a tuple of values of the same length
+    (`pid_m, pid_n = tl.program_id(0), tl.program_id(1)`) element by element, so each name follows its own."""
+    out: list[tuple[list[ast.expr], ast.expr]] = []
+    for target in targets:
+        if isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List) \
+                and len(target.elts) == len(value.elts):
+            out += [([t], v) for t, v in zip(target.elts, value.elts, strict=True)]
+        else:
+            out.append(([target], value))
+    return out
 
 
 def grid_stride_axes(kernel: ast.FunctionDef | None) -> set[int]:
