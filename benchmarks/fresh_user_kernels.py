@@ -2,8 +2,9 @@
 or a rule): what `advisor suggest --call` names without a GPU and with `--measure 4`, timed against the current
 config and against a sample of the kernel's config space, on the GPU.
 
-    python benchmarks/fresh_user_kernels.py plan [--calls FILE] [--space 12]       # CPU: -> data/fresh_user_plan.jsonl
-    python3 benchmarks/fresh_user_kernels.py device --out $OUT [--measure 4] [--only 0:4]   # GPU
+    python benchmarks/fresh_user_kernels.py plan [--calls FILE] [--space 12] [--plan PATH]    # CPU
+    python3 benchmarks/fresh_user_kernels.py device --out $OUT [--measure 4] [--only 0:4] [--plan PATH]   # GPU
+    python benchmarks/fresh_user_kernels.py summary ROWS.json [ROWS.json ...]                 # one GPU's figures
 
 `plan` runs `suggest FILE --call CALL --format json` per line of the calls file (FILE|CALL) and keeps, per
 launch, the current config, the config named without timings, the model's ranked configs and an evenly spaced
@@ -54,14 +55,15 @@ def suggest_json(file: str, call: str, extra: list[str], limit: float, cache: st
 
 def plan(args) -> None:
     from advisor.advice.suggest import subjects_for
+    from ceilings.hardware import resolve_gpu
 
     lines = []
     for file, call in calls(args.calls):
-        doc = suggest_json(file, call, [], 600)
+        doc = suggest_json(file, call, ["--gpu", args.gpu], 600)
         if "error" in doc:
             lines.append({"file": file, "call": call, "error": doc["error"]})
             continue
-        subjects = {s.label: s for s in subjects_for(file, call=call)}
+        subjects = {s.label: s for s in subjects_for(file, call=call, gpu=resolve_gpu(args.gpu))}
         for launch in doc["launches"]:
             space = [c.to_dict() for c in subjects[launch["launch"]].space()] if launch["launch"] in subjects else []
             step = max(1, len(space) // args.space) if space else 1
@@ -71,8 +73,8 @@ def plan(args) -> None:
                           "named_label": launch["best"]["label"], "current_label": launch["current"]["label"],
                           "predicted_speedup": launch["speedup"], "space_size": len(space),
                           "ranked": [r["config"] for r in launch["ranked"]], "sample": sample})
-    PLAN.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    print(f"{len(lines)} launches -> {PLAN}")
+    args.plan.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    print(f"{len(lines)} launches -> {args.plan}")
 
 
 def device(args) -> None:
@@ -86,7 +88,7 @@ def device(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     start, _, stop = args.only.partition(":")
-    entries = list(map(json.loads, PLAN.read_text().splitlines()))[int(start or 0):int(stop) if stop else None]
+    entries = list(map(json.loads, args.plan.read_text().splitlines()))[int(start or 0):int(stop) if stop else None]
     for entry in entries:
         if "error" in entry:
             rows.append(entry)
@@ -149,23 +151,59 @@ def report(rows: list[dict]) -> None:
               f"{named / best if named and best else float('nan'):.2f} |")
 
 
+def outcome(r: dict) -> dict | None:
+    """One launch's ratios (our timings): the named config and the `--measure` pick against the current config
+    and the fastest config timed; the pick's time is ours where we timed it, else the product's, scaled to ours
+    through the current config's two timings."""
+    times = {json.dumps(t["config"], sort_keys=True): t["us"] for t in r.get("timed", []) if "us" in t}
+    cur = times.get(json.dumps(r.get("current"), sort_keys=True))
+    if not cur:
+        return None
+    best = min(times.values())
+    named = times.get(json.dumps(r["named"], sort_keys=True))
+    pick = r.get("measured_pick", {})
+    pick_us = times.get(json.dumps(pick.get("config"), sort_keys=True))
+    if pick_us is None and pick.get("us") and pick.get("current_us"):
+        pick_us = pick["us"] / pick["current_us"] * cur
+    return {"changed": r["named"] != r["current"], "named_vs_current": named / cur if named else None,
+            "named_vs_best": named / best if named else None, "pick_vs_best": pick_us / best if pick_us else None}
+
+
+def summary(paths: list[Path]) -> None:
+    """Issue 15's three advice figures over the rows of `paths` (one GPU's runs)."""
+    rows = [o for path in paths for r in json.loads(path.read_text())["rows"] if (o := outcome(r))]
+    count = lambda key, limit: sum(1 for o in rows if o[key] is not None and o[key] <= limit)  # noqa: E731
+    n = len(rows)
+    print(f"launches {n}; named another config {sum(o['changed'] for o in rows)}; named not slower than current: "
+          f"{count('named_vs_current', 1.0)}/{n} (within 2%: {count('named_vs_current', 1.02)}/{n}); named within "
+          f"1.05x of the fastest timed: {count('named_vs_best', 1.05)}/{n}; --measure pick within 1.02x of it: "
+          f"{count('pick_vs_best', 1.02)}/{n} (1.05x: {count('pick_vs_best', 1.05)}/{n})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
     p = sub.add_parser("plan")
     p.add_argument("--calls", type=Path, default=CALLS)
     p.add_argument("--space", type=int, default=12)
+    p.add_argument("--plan", type=Path, default=PLAN, help="where to write the plan")
+    p.add_argument("--gpu", default="h100", help="the GPU the advice is for (suggest --gpu)")
     d = sub.add_parser("device")
     d.add_argument("--out", default=".")
     d.add_argument("--measure", type=int, default=4)
     d.add_argument("--only", default=":", help="a slice of the plan's launches, e.g. 0:4")
+    d.add_argument("--plan", type=Path, default=PLAN)
     r = sub.add_parser("report")
     r.add_argument("rows", type=Path)
+    m = sub.add_parser("summary", help="issue 15's advice figures over one GPU's row files")
+    m.add_argument("rows", type=Path, nargs="+")
     args = parser.parse_args()
     if args.step == "plan":
         plan(args)
     elif args.step == "device":
         device(args)
+    elif args.step == "summary":
+        summary(args.rows)
     else:
         report(json.loads(args.rows.read_text())["rows"])
 
