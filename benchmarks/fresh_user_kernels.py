@@ -5,6 +5,7 @@ config and against a sample of the kernel's config space, on the GPU.
     python benchmarks/fresh_user_kernels.py plan [--calls FILE] [--space 12] [--plan PATH]    # CPU
     python3 benchmarks/fresh_user_kernels.py device --out $OUT [--measure 4] [--only 0:4] [--plan PATH]   # GPU
     python benchmarks/fresh_user_kernels.py summary ROWS.json [ROWS.json ...]                 # one GPU's figures
+    python benchmarks/fresh_user_kernels.py accuracy ROWS.json [...] --gpu h100               # the model's error
 
 `plan` runs `suggest FILE --call CALL --format json` per line of the calls file (FILE|CALL) and keeps, per
 launch, the current config, the config named without timings, the model's ranked configs and an evenly spaced
@@ -180,6 +181,39 @@ def summary(paths: list[Path]) -> None:
           f"{count('pick_vs_best', 1.02)}/{n} (1.05x: {count('pick_vs_best', 1.05)}/{n})")
 
 
+def accuracy(paths: list[Path], gpu: str) -> None:
+    """The latency model's predictions (this machine, no GPU) of every config timed in `paths` (one GPU's rows):
+    MAPE, the 80% interval's coverage, Spearman per launch, and the timed config the model ranks fastest against the
+    fastest timed (issue 15's first figures, on kernels no model or rule saw)."""
+    import numpy as np
+
+    from advisor.advice.suggest import subjects_for
+    from ceilings.hardware import resolve_gpu
+    from ceilings.launch import Config
+
+    ape, covered, rhos, regrets = [], [], [], []
+    for path in paths:
+        for r in json.loads(path.read_text())["rows"]:
+            timed = [(Config.from_dict(t["config"]), t["us"]) for t in r.get("timed", []) if "us" in t]
+            subject = next(s for s in subjects_for(r["file"], call=r["call"], gpu=resolve_gpu(gpu))
+                           if s.label == r["launch"])
+            cands = subject.predict([c for c, _ in timed])
+            pred = np.array([c.predicted_us for c in cands])
+            meas = np.array([us for _, us in timed])
+            ape += list(np.abs(pred / meas - 1))
+            covered += [lo <= m <= hi for (lo, hi), m in zip((c.interval for c in cands), meas, strict=True)]
+            if len(timed) >= 3:
+                rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731
+                rhos.append(float(np.corrcoef(rank(pred), rank(meas))[0, 1]))
+            regrets.append(float(meas[int(np.argmin(pred))] / meas.min()))
+            print(f"{r['kernel'][:26]:26s} {len(timed):3d} configs  MAPE {np.mean(np.abs(pred / meas - 1)):6.1%}  "
+                  f"predicted/measured median {np.median(pred / meas):5.2f}  top-1 {regrets[-1]:.3f}")
+    print(f"{gpu}: {len(ape)} configs of {len(regrets)} launches; MAPE {np.mean(ape):.1%}, median APE "
+          f"{np.median(ape):.1%}; 80% interval covers {np.mean(covered):.0%}; median Spearman per launch "
+          f"{np.median(rhos):.2f} ({len(rhos)} launches); model's fastest within 1.05x of the fastest timed "
+          f"{np.mean(np.array(regrets) <= 1.05):.0%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -197,6 +231,9 @@ def main() -> None:
     r.add_argument("rows", type=Path)
     m = sub.add_parser("summary", help="issue 15's advice figures over one GPU's row files")
     m.add_argument("rows", type=Path, nargs="+")
+    a = sub.add_parser("accuracy", help="the model's predictions of every timed config (CPU)")
+    a.add_argument("rows", type=Path, nargs="+")
+    a.add_argument("--gpu", default="h100")
     args = parser.parse_args()
     if args.step == "plan":
         plan(args)
@@ -204,6 +241,8 @@ def main() -> None:
         device(args)
     elif args.step == "summary":
         summary(args.rows)
+    elif args.step == "accuracy":
+        accuracy(args.rows, args.gpu)
     else:
         report(json.loads(args.rows.read_text())["rows"])
 
