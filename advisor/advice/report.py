@@ -247,9 +247,15 @@ def column_widths(headers: Sequence[str], rows: Sequence[Sequence[str]], total: 
     label = max((len(row[0]) for row in rows), default=0)
     widths[0] = max(len(headers[0]), min(total - fixed, label, 24))
     spare = total - fixed - widths[0]
-    for i in (1, 3):  # configs on as few lines as the room allows
-        want = max((len(row[i]) for row in rows), default=0)
-        grow = max(0, min(spare // 2 if i == 1 else spare, want - widths[i]))
+    # The two config columns on as few lines as the room allows, equally wide where both want more.
+    want = {i: max((len(row[i]) for row in rows), default=0) for i in (1, 3)}
+    even = max(widths[1], widths[3], min(max(want.values()), (spare + widths[1] + widths[3]) // 2))
+    for i in (1, 3):
+        grow = max(0, min(spare, min(even, want[i]) - widths[i]))
+        widths[i] += grow
+        spare -= grow
+    for i in (1, 3):  # what one left, to the other
+        grow = max(0, min(spare, want[i] - widths[i]))
         widths[i] += grow
         spare -= grow
     widths[0] += max(0, min(spare, label - widths[0]))  # what the configs leave, back to the launch
