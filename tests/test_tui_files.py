@@ -540,3 +540,22 @@ def test_suggestion_rows_show_a_kernels_own_config_names_whole():
             assert shown and shown.group(1) in labels, line
 
     drive(app, scenario, size=(140, 40))
+
+
+def test_a_call_given_on_the_command_line_opens_with_its_launch(capsys):
+    """`advisor tui FILE --call CALL`: the launch listed and ranked as if typed in the form; a call that is no
+    expression is one line and exit 2 before the screen opens."""
+    app = make_app(TUT03, call=SMALL_CALL)
+
+    async def scenario(pilot):
+        await settle(pilot)
+        (leaf,) = tree_leaves(app)
+        assert leaf.data.kind == "call" and leaf.data.call == SMALL_CALL
+        assert app.advice is not None and app.advice.subject.kernel == "matmul_kernel"
+
+    drive(app, scenario)
+    from tui.__main__ import main as tui_main
+
+    assert tui_main([str(TUT03), "--call", "matmul(randn(512, 512, f16)"]) == 2
+    err = capsys.readouterr().err
+    assert "not a Python expression" in err and len(err.strip().splitlines()) == 1

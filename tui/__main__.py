@@ -22,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", help="fused-MoE model preset to list (default: every preset)")
     p.add_argument("--tp", type=int, help="tensor-parallel size for the presets (default: the smallest tuned one)")
     p.add_argument("--shape", action="append", help="a launch shape of a shipped shape kernel (repeatable)")
+    p.add_argument("--call", help="a call of the file's host code whose launches to open with, as `advisor suggest "
+                                  "--call` takes it (the same as typing it in the form)")
     p.add_argument("--config-dir", help="a folder of engine config files the fused-MoE launches read first")
     p.add_argument("--top-k", type=int, default=5, help="suggestions per launch (default 5)")
     p.add_argument("--no-confirm", action="store_true",
@@ -36,11 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     return run(args.file, trace=args.trace, gpu=args.gpu, dry_run=args.dry_run, preset=args.preset, tp=args.tp,
                shapes=args.shape, confirm=not args.no_confirm, top_k=args.top_k,
-               config_dir=args.config_dir)
+               config_dir=args.config_dir, call=args.call)
 
 
 def run(path, trace=None, gpu="h100", dry_run=False, preset=None, tp=None, shapes=None, *, confirm: bool = True,
-        top_k: int = 5, config_dir: str | None = None) -> int:
+        top_k: int = 5, config_dir: str | None = None, call: str | None = None) -> int:
     """Open the TUI on a kernel file; the exit code (2: a file or GPU that cannot be used, one line on stderr)."""
     from ceilings.hardware import get_spec
     from tui.launches import read_source
@@ -57,13 +59,17 @@ def run(path, trace=None, gpu="h100", dry_run=False, preset=None, tp=None, shape
                 get_preset(preset).shape(tp or 1)
         if trace and not Path(trace).is_file():
             raise AdvisorError(f"trace {trace} does not exist; record one with `advisor record -- python prog.py`")
+        if call is not None:
+            from advisor.capture.call import parse_call
+
+            parse_call(call)  # not an expression: one line now, not a message in the form later
     except AdvisorError as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 2
     from tui.app import AdvisorApp
 
     app = AdvisorApp(path, trace=trace, gpu=gpu, dry_run=dry_run, preset=preset, tp=tp, shapes=shapes,
-                     confirm=confirm, top_k=top_k, config_dir=config_dir)
+                     confirm=confirm, top_k=top_k, config_dir=config_dir, call=call)
     code = app.run()
     code = code if isinstance(code, int) else 0
     if app.jobs:

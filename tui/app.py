@@ -83,7 +83,7 @@ class AdvisorApp(App[int]):
     ]
 
     def __init__(self, path, trace=None, gpu="h100", dry_run=False, preset=None, tp=None, shapes=None, *,
-                 confirm: bool = True, top_k: int = 5, config_dir: str | None = None):
+                 confirm: bool = True, top_k: int = 5, config_dir: str | None = None, call: str | None = None):
         super().__init__()
         self.path = Path(path)
         self.trace, self.gpu_arg, self.dry_run = trace, gpu, dry_run
@@ -107,7 +107,7 @@ class AdvisorApp(App[int]):
         self._held: list[tuple] = []                 # notifications held while a dialog is open
         self._focus_table_for = -1
         self.notices: list[tuple[str, str]] = []     # (severity, message) of every notification
-        self._typed_early: str | None = None         # a launch typed before the file was read
+        self._typed_early: str | None = call         # a launch typed before the file was read (or --call)
 
     # ------------------------------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
