@@ -503,8 +503,8 @@ def cmd_apply(args) -> int:
     advices = _advices(args)
     check_fit([a for a in advices if a.gains(args.min_speedup)])
     by_hand: list = []  # configs for autotune lists built by code: what a person adds (advice.autotune_hand)
-    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup, args.force_gpu, by_hand)
-             if e.changed]
+    edits = [e for e in plan_apply(advices, args.config_dir, args.min_speedup, args.force_gpu, by_hand,
+                                   close_calls=args.verify) if e.changed]
     for hand in by_hand:
         print(hand.text())
     # Exit 1 while a hand edit is left to do: the suggestion is not in the file yet.

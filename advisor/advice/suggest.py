@@ -183,12 +183,14 @@ def advise(subjects: Sequence[Subject], top_k: int = 5, confirm: bool = True, me
 # ------------------------------------------------------------------------------------------ apply
 
 def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, min_speedup: float = 1.0,
-               force_gpu: bool = False, by_hand: list | None = None) -> list:
+               force_gpu: bool = False, by_hand: list | None = None, close_calls: bool = True) -> list:
     """The edits that write each advice's best config where the launch reads it (advisor.advice.apply.Edit list):
     fused-MoE launches into their engine config file (the file they were read from, else a new file in
     `config_dir`, by default the project's kernels/configs; advisor.advice.moe); autotuned kernels into their
     @triton.autotune list. Only advices that gain more than `min_speedup` are written. Advice for one GPU
-    goes into an engine file named for another only with `force_gpu`.
+    goes into an engine file named for another only with `force_gpu`. A kernel launched with its config written
+    at the call gets those literals replaced (advisor.advice.launch_edit), or a refusal naming the line; without
+    `close_calls`, not for a predicted gain within the model's error (`search.close_call`) that was not measured.
 
     An autotune list built by code is not rewritten: the configs it lacks become `HandEdit`s
     (advisor.advice.autotune_hand) appended to `by_hand`; without that list, the first is an AdvisorError."""
@@ -199,6 +201,7 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
     engine = moe.engine_entries(advices, config_dir, min_speedup)
     autotune: dict[tuple[Path, str], list] = {}
     built: dict[tuple[Path, str], list] = {}
+    launched = []  # configs written at the launch call: its literal keywords (advisor.advice.launch_edit)
     for a in advices:
         s, loc = a.subject, a.subject.location
         if moe.gemm_parts(s) or not a.gains(min_speedup):
@@ -207,6 +210,17 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
             autotune.setdefault((Path(loc.path), s.kernel), []).append(tuned_config(s, a.best.config))
         elif loc and loc.what.startswith("autotune configs built by code"):
             built.setdefault((Path(loc.path), s.kernel), []).append(tuned_config(s, a.best.config))
+        elif loc and loc.what == "kernel":
+            from advisor.advice.launch_edit import plan_launch_literals
+            from advisor.advice.search import close_call
+
+            # A launch's own config changes what runs, where an autotune list only gains a candidate the
+            # autotuner times: a predicted gain within the model's error is not written unmeasured.
+            if not close_calls and not a.measured and close_call(a):
+                raise AdvisorError(f"{s.label}: {a.best.config.label()} is predicted {a.speedup:.2f}x faster, within "
+                                   "the model's error, and would replace the launch's own config; measure it first "
+                                   "(--verify or --measure on a GPU), nothing written")
+            launched.append(plan_launch_literals(loc.path, s.kernel, a.current.config, a.best.config))
         else:
             where = f"{loc.path}:{loc.line}" if loc else s.label
             raise AdvisorError(f"{s.label}: its config is chosen by code ({where}), not read from a config file or an "
@@ -227,7 +241,11 @@ def plan_apply(advices: Sequence[Advice], config_dir: str | Path | None = None, 
     edits = moe.engine_edits(engine, force_gpu)
     edits += [apply.plan_autotune(path, kernel, list(dict.fromkeys(configs)), mode="add")
               for (path, kernel), configs in autotune.items()]
-    return edits
+    paths = [e.path for e in launched]
+    if len(set(paths)) < len(paths):  # two launches' edits of one file would overwrite each other
+        raise AdvisorError(f"{paths[0]}: more than one launch's config would change in this file; apply them one "
+                           "at a time (--kernel)")
+    return edits + launched
 
 
 def check_fit(advices: Sequence[Advice]) -> None:
