@@ -91,3 +91,16 @@ def test_apply_does_not_write_an_unmeasured_close_call_into_a_launch(tmp_path, m
         plan_apply([picked], min_speedup=0.0, close_calls=False)
     (edit,) = plan_apply([picked], min_speedup=0.0, close_calls=True)  # --verify: measured after writing
     assert f"BLOCK={other.config['BLOCK']}".encode() in edit.after and edit.before == path.read_bytes()
+
+
+def test_the_config_location_of_a_launch_written_config_is_its_launch_call(tmp_path):
+    """Annotations (`--format github`, SARIF) and the TUI's "config at" point where `apply` edits: the launch."""
+    from advisor.advice.suggest import subjects_for
+
+    path = kernel_file(tmp_path)
+    (subject,) = subjects_for(str(path), call="scale(randn(1 << 20), randn(1 << 20))")
+    lines = path.read_text().splitlines()
+    assert subject.location.what == "kernel" and "# the launch" in lines[subject.location.line - 1]
+    path = kernel_file(tmp_path, more="\n\ndef again(x, y):\n    scale_kernel[(1,)](x, y, 1, BLOCK=256)\n")
+    (subject,) = subjects_for(str(path), call="scale(randn(1 << 20), randn(1 << 20))")
+    assert lines[subject.location.line - 1].startswith("def scale_kernel")  # two launches: the kernel itself

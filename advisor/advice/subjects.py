@@ -242,7 +242,7 @@ class LaunchSubject(Subject):
             location is not None and location.what.startswith("autotune configs")) else frozenset()
         self.label = label or (f"{launch.kernel} grid={list(launch.grid)} "
                                + " ".join(f"{t.name}{list(t.shape)}" for t in launch.tensors[:3]))
-        self.location = location or Location(launch.source, _def_line(launch.source, launch.kernel), "kernel")
+        self.location = location or Location(launch.source, _config_line(launch.source, launch.kernel), "kernel")
         self._compiled: dict[Config, object] = {}
         # configs a search's time limit left uncompiled, with why: not tried again by this subject (a TUI's
         # confirming search follows its ranking at once); a new subject (a new run) tries them again
@@ -601,7 +601,18 @@ def tuned_config(subject: Subject, config: Config) -> Config:
     return Config({k: v for k, v in config.params.items() if k not in fixed}, config.num_warps, config.num_stages)
 
 
-def _def_line(source: str, kernel: str) -> int:
+def _config_line(source: str, kernel: str) -> int:
+    """Where a launch's config is written when no list or file holds it: the kernel's one launch call in its own
+    file (`kernel[grid](..., num_warps=4)`, where `advisor apply` edits it), else the kernel's definition."""
+    from advisor.advice.autotune_list import load_source
+    from advisor.advice.launch_edit import launch_calls
+
+    try:
+        calls = launch_calls(load_source(Path(source)), kernel)
+    except (AdvisorError, OSError):
+        calls = []
+    if len(calls) == 1:
+        return calls[0].lineno
     return kernel_def_line(source, kernel) or 1
 
 
