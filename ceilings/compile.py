@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ceilings import pysource
 from ceilings.compile_limit import note_compiling, refuse_stalled
 from ceilings.errors import AdvisorError
 from ceilings.launch import Launch
@@ -268,7 +269,7 @@ def _returns_value(fn) -> bool:
     import ast
 
     try:
-        tree = ast.parse(textwrap.dedent(fn.src))
+        tree = pysource.parse(textwrap.dedent(fn.src))
     except (SyntaxError, AttributeError, TypeError):
         return False
     return any(isinstance(node, ast.Return) and node.value is not None for node in ast.walk(tree))

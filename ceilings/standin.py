@@ -41,6 +41,8 @@ import contextlib
 import threading
 from types import SimpleNamespace
 
+from ceilings import pysource
+
 DEFAULT_GPU = "h100"
 _LOCK = threading.RLock()
 
@@ -412,7 +414,7 @@ def execute(source: str, filename: str, namespace: dict, gpu=None) -> list[tuple
     skipped, and not reported: the file's own statements ran), with the original line numbers, so a
     kernel's source and lines are the file's. Its free names become that namespace's globals, which is
     where Triton looks them up."""
-    tree = ast.parse(source, filename)
+    tree = pysource.parse(source, filename)
     flags = 0
     for node in tree.body:  # `from __future__` imports apply to every statement after them
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":

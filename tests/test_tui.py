@@ -708,13 +708,15 @@ def test_a_tutorial_style_matmul_with_a_launch_trace_works_too():
         await pilot.press("enter")
         await pilot.pause()
         await pilot.press("escape")
-        # Its config is chosen by the caller's code, not a config file or autotune list: apply says so.
+        # Its config is chosen by the caller's code, not a config file or autotune list, and the kernel's file holds
+        # no launch of it to edit: apply says where to write it.
         row = next(i for i, (_, c) in enumerate(app.rows) if c.config != a.current.config)
         app.query_one("#table").move_cursor(row=row)
         await pilot.pause()
         await pilot.press("a")
         await pilot.pause()
-        assert "chosen by code" in messages(app, "error")
+        assert "no launch `matmul_kernel[grid](...)` found" in messages(app, "error")
+        assert "where the host code launches it" in messages(app, "error")
 
     drive(app, scenario)
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ceilings import pysource
 from ceilings.errors import AdvisorError
 from ceilings.hardware import resolve_gpu
 
@@ -93,7 +94,7 @@ def def_lines(source: str) -> dict[str, int]:
 def kernel_top_line(source: str, kernel: str) -> int:
     """The line a reader starts a kernel at: its first decorator (@triton.autotune, @triton.jit)."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return def_lines(source).get(kernel, 1)
     for node in tree.body:
@@ -125,7 +126,7 @@ def config_lines(path: str | Path, source: str, kernel: str, params: Sequence[st
                     break
                 j += 1
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return marked
     for node in tree.body:
@@ -230,7 +231,7 @@ def host_calls(source: str, kernels) -> list[str]:
     a factory built: torchao's `impls.act_quant[grid](x, y, s)`), public names first; not a factory that
     defines the kernels inside itself (torchao's `_build_triton_impls()` launches nothing)."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return []
     public, private = [], []

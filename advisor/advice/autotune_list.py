@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.advice.edit import number_list, read_bytes
+from ceilings import pysource
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
 
@@ -64,7 +65,7 @@ def load_source(path: Path, data: bytes | None = None) -> Source:
     except UnicodeDecodeError as exc:
         raise AdvisorError(f"{path}: not UTF-8 (byte {exc.start}); save the file as UTF-8 and run again") from None
     try:
-        tree = ast.parse(text, filename=str(path))
+        tree = pysource.parse(text, filename=str(path))
     except SyntaxError as exc:
         raise AdvisorError(f"{path}:{exc.lineno}: cannot parse the file ({exc.msg}); fix the syntax error "
                            "and run again") from None

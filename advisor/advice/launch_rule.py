@@ -42,6 +42,7 @@ from pathlib import Path
 
 from advisor.advice.grid_values import explain_by_value
 from advisor.advice.operands import axis_arg
+from ceilings import pysource
 from ceilings.launch import Config, Launch, TensorArg
 
 TILE_PARAM = re.compile(r"^(BLOCK|TILE)(_SIZE)?_([A-Z0-9]+)$")
@@ -216,7 +217,7 @@ def _resized(t: TensorArg, resize: dict[int, int]) -> TensorArg:
 def _file_defs(launch: Launch) -> dict[str, ast.FunctionDef]:
     """The functions defined at the top of the launch's source file, by name (the kernel and its helpers)."""
     try:
-        tree = ast.parse(Path(launch.source).read_text())
+        tree = pysource.parse(Path(launch.source).read_text())
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return {}
     return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}

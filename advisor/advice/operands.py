@@ -19,6 +19,7 @@ import inspect
 import textwrap
 from collections.abc import Iterable
 
+from ceilings import pysource
 from ceilings.launch import Launch
 
 ELEMENT_BYTES = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
@@ -122,7 +123,7 @@ def kernel_def(fn) -> tuple[ast.FunctionDef, dict] | None:
     while hasattr(inner, "fn"):  # Autotuner / Heuristics -> JITFunction -> the Python function
         inner = inner.fn
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(inner)))
+        tree = pysource.parse(textwrap.dedent(inspect.getsource(inner)))
     except (OSError, TypeError, SyntaxError):
         return None
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]

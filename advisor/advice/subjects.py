@@ -8,7 +8,9 @@ config's neighbours).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -604,16 +606,24 @@ def tuned_config(subject: Subject, config: Config) -> Config:
 def _config_line(source: str, kernel: str) -> int:
     """Where a launch's config is written when no list or file holds it: the kernel's one launch call in its own
     file (`kernel[grid](..., num_warps=4)`, where `advisor apply` edits it), else the kernel's definition."""
+    try:
+        stamp = os.stat(source).st_mtime_ns
+    except OSError:
+        stamp = None
+    return _launch_line(str(source), kernel, stamp) or kernel_def_line(source, kernel) or 1
+
+
+@functools.lru_cache(maxsize=256)
+def _launch_line(source: str, kernel: str, stamp: int | None) -> int | None:
+    """The line of the kernel's one launch call in `source` (read once per file version), else None."""
     from advisor.advice.autotune_list import load_source
     from advisor.advice.launch_edit import launch_calls
 
     try:
         calls = launch_calls(load_source(Path(source)), kernel)
     except (AdvisorError, OSError):
-        calls = []
-    if len(calls) == 1:
-        return calls[0].lineno
-    return kernel_def_line(source, kernel) or 1
+        return None
+    return calls[0].lineno if len(calls) == 1 else None
 
 
 def tile_precheck(config: Config, spec: GPUSpec, element_bytes: int | None = 2) -> str | None:

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ceilings import pysource
 from ceilings.launch import Config
 
 
@@ -89,6 +90,6 @@ def built_autotune_space(source: str | os.PathLike, kernel: str) -> BuiltSpace |
         return None
     configs = list(dict.fromkeys(Config.from_triton(c) for c in tuner.configs))
     text = path.read_text()
-    tree = ast.parse(text)
+    tree = pysource.parse(text)
     line, what = _where(tree, _configs_node(tree, kernel), text)
     return BuiltSpace(configs, line, what)

@@ -36,6 +36,7 @@ from pathlib import Path
 from advisor.capture.nogpu import KernelArgumentError, NoGPUCapture, NoGPURecorder
 from advisor.capture.record import trace_of_capture
 from advisor.capture.trace import Trace
+from ceilings import pysource
 from ceilings.errors import AdvisorError
 
 _WHERE = "<--call>"
@@ -117,7 +118,7 @@ def _factory(name: str):
 
 def parse_call(call: str) -> ast.Expression:
     try:
-        tree = ast.parse(call.strip(), _WHERE, mode="eval")
+        tree = pysource.parse(call.strip(), _WHERE, mode="eval")
     except SyntaxError as exc:
         raise AdvisorError(f"--call {call!r} is not a Python expression ({exc.msg}); write a call such as "
                            "\"matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))\"") from None
