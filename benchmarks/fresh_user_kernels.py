@@ -6,6 +6,7 @@ config and against a sample of the kernel's config space, on the GPU.
     python3 benchmarks/fresh_user_kernels.py device --out $OUT [--measure 4] [--only 0:4] [--plan PATH]   # GPU
     python benchmarks/fresh_user_kernels.py summary ROWS.json [ROWS.json ...]                 # one GPU's figures
     python benchmarks/fresh_user_kernels.py accuracy ROWS.json [...] --gpu h100               # the model's error
+    python3 benchmarks/fresh_user_kernels.py calibrated --out $OUT --plan PLAN --rows ROWS... # GPU: 3 timings
 
 `plan` runs `suggest FILE --call CALL --format json` per line of the calls file (FILE|CALL) and keeps, per
 launch, the current config, the config named without timings, the model's ranked configs and an evenly spaced
@@ -133,6 +134,64 @@ def device(args) -> None:
     report(rows)
 
 
+def calibrated(args) -> None:
+    """Per launch of the plan, in an empty cache: `advisor calibrate --kernel FILE --call CALL --configs K` (K configs
+    timed, chosen by the advisor), then `suggest` without timings, as a user runs them; the config it then names and
+    the current one timed (product's measurer). Against `--rows` (the same GPU's earlier timings of the space)."""
+    import torch
+
+    from advisor.advice.suggest import subjects_for
+    from ceilings.launch import Config
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    earlier = {(r["call"], r["launch"]): r for path in args.rows for r in json.loads(path.read_text())["rows"]}
+    start, _, stop = args.only.partition(":")
+    entries = list(map(json.loads, args.plan.read_text().splitlines()))[int(start or 0):int(stop) if stop else None]
+    rows = []
+    for entry in entries:
+        row = {"call": entry["call"], "launch": entry["launch"], "kernel": entry["kernel"]}
+        with tempfile.TemporaryDirectory() as cache:
+            env = {**os.environ, "TRITON_ADVISOR_CACHE": cache, "COLUMNS": "200"}
+            t0 = time.time()
+            cal = subprocess.run([sys.executable, "-m", "tui.entry", "calibrate", "--kernel", entry["file"], "--call",
+                                  entry["call"], "--configs", str(args.configs)], capture_output=True, text=True,
+                                 cwd=ROOT, timeout=300, env=env)
+            row["calibrate_rc"], row["calibrate_s"] = cal.returncode, round(time.time() - t0, 1)
+            row["calibrate_out"] = (cal.stdout + cal.stderr)[-800:]
+            doc = suggest_json(entry["file"], entry["call"], [], 300, cache)
+        launch = next((x for x in doc.get("launches", []) if x["launch"] == entry["launch"]), None)
+        if launch is None:
+            row["error"] = doc.get("error", "no launch")
+            rows.append(row)
+            continue
+        row["named"], row["named_label"] = launch["best"]["config"], launch["best"]["label"]
+        subject = next(s for s in subjects_for(entry["file"], call=entry["call"]) if s.label == entry["launch"])
+        measure = subject.measurer()
+        row["current_us"] = round(measure(Config.from_dict(entry["current"])), 3)
+        row["named_us"] = row["current_us"] if row["named"] == entry["current"] else \
+            round(measure(Config.from_dict(row["named"])), 3)
+        before = earlier.get((entry["call"], entry["launch"]))
+        if before:
+            times = [t["us"] for t in before["timed"] if "us" in t]
+            cur_before = next(t["us"] for t in before["timed"] if t["config"] == entry["current"] and "us" in t)
+            # the fastest timed before, on this run's scale (the current config's two timings)
+            row["fastest_us"] = round(min(times) * row["current_us"] / cur_before, 3)
+        rows.append(row)
+        (out / "fresh_user_calibrated.json").write_text(json.dumps({"rows": rows}, indent=1))
+    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    (out / "fresh_user_calibrated.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+    print(json.dumps(env))
+    print("| kernel | calibrate rc | named after calibration | current us | named us | fastest timed before us | "
+          "named / fastest |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        ratio = r["named_us"] / r["fastest_us"] if r.get("fastest_us") and r.get("named_us") else float("nan")
+        print(f"| {r['kernel']} | {r['calibrate_rc']} | {r.get('named_label', r.get('error'))} | {r.get('current_us')} "
+              f"| {r.get('named_us')} | {r.get('fastest_us')} | {ratio:.3f} |")
+
+
 def report(rows: list[dict]) -> None:
     print("| kernel | configs timed | current us | named without timings: us (gain) | --measure pick: us (gain) "
           "| fastest timed: us (gain) | named / fastest |")
@@ -231,6 +290,12 @@ def main() -> None:
     r.add_argument("rows", type=Path)
     m = sub.add_parser("summary", help="issue 15's advice figures over one GPU's row files")
     m.add_argument("rows", type=Path, nargs="+")
+    c = sub.add_parser("calibrated", help="GPU: calibrate --kernel with K timings, then suggest, the named timed")
+    c.add_argument("--out", default=".")
+    c.add_argument("--plan", type=Path, default=PLAN)
+    c.add_argument("--rows", type=Path, nargs="+", required=True, help="the same GPU's earlier rows")
+    c.add_argument("--configs", type=int, default=3)
+    c.add_argument("--only", default=":")
     a = sub.add_parser("accuracy", help="the model's predictions of every timed config (CPU)")
     a.add_argument("rows", type=Path, nargs="+")
     a.add_argument("--gpu", default="h100")
@@ -241,6 +306,8 @@ def main() -> None:
         device(args)
     elif args.step == "summary":
         summary(args.rows)
+    elif args.step == "calibrated":
+        calibrated(args)
     elif args.step == "accuracy":
         accuracy(args.rows, args.gpu)
     else:
