@@ -163,3 +163,26 @@ def test_untimed_configs_are_re_ranked_with_the_new_timings(cache):
     notes = rerank_untimed(subject, [c.config for c in cands[:-3]], slow)
     assert notes and cands[0].config.label() in notes[0] and "3 timings" in notes[0]
     assert rerank_untimed(subject, [], slow) == []
+
+
+def test_after_timings_an_untimed_config_must_beat_the_fastest_timed_beyond_the_noise(cache):
+    """keep_timed: once the kernel's timings corrected the model, an untimed config is named over the fastest timed
+    one only when predicted faster by more than exp(KEEP_Z sqrt(2) SIGMA); inside it the timed config stays."""
+    import dataclasses
+    from collections import Counter
+
+    from advisor.advice.search import KEEP_Z, Advice, keep_timed
+
+    subject = softmax_subject()
+    a, b, c = predict_candidates(subject, list(dict.fromkeys([subject.current, *subject.space()]))[:3])
+    margin = math.exp(KEEP_Z * math.sqrt(2) * kc.SIGMA)
+    current = dataclasses.replace(a, predicted_us=100.0, timed_before=True, corrected_by=3)
+    timed = dataclasses.replace(b, predicted_us=97.0, timed_before=True, corrected_by=3)
+    for untimed_us, stays in ((97.0 / margin * 1.01, True), (97.0 / margin * 0.99, False)):
+        untimed = dataclasses.replace(c, predicted_us=untimed_us, corrected_by=3, notes=[])
+        advice = Advice(subject, current, [untimed, timed, current], 3, Counter())
+        notes = keep_timed(advice)
+        if stays:  # 97 measured against a prediction within the margin of it: the timed config is named
+            assert advice.best is timed and "the fastest timed config stays" in notes[0]
+        else:
+            assert advice.best is untimed and notes == []

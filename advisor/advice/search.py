@@ -50,6 +50,7 @@ class Candidate:
     model_us: float | None = None  # the model's prediction before the kernel's own timings corrected it
     outside_data: bool = False     # its features are far from the model's training rows (advisor.model.confidence)
     corrected_by: int = 0          # timings of this kernel on this GPU that corrected the prediction
+    timed_before: bool = False     # this config's time at this launch is one of those timings (predicted_us)
 
     @property
     def efficiency(self) -> float:
@@ -231,7 +232,7 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
             cand.corrected_by = len(timings.points)
             earlier = timings.measured(cand.config.to_dict(), subject.label)
             if earlier is not None:
-                cand.predicted_us = earlier
+                cand.predicted_us, cand.timed_before = earlier, True
                 cand.notes.append(f"measured {earlier:.1f} us on this GPU before")
         out[0].notes.append(f"corrected by {len(timings.points)} timings of this kernel on {subject.spec.name}")
     return out
@@ -461,9 +462,12 @@ def keep_current(advice: Advice, model=None) -> list[str]:
     """Without timings, on a launch the transfer model predicts: when the model's best beats the current config
     by less than exp(KEEP_Z sqrt(2) sd), the current config stays the suggestion (listed first, the model's best
     second) and a note says so. The shipped families' exact-demand launches keep the model's best (their
-    in-family error is small, RESULTS 8); the close-call note (`close_call`) still covers them."""
+    in-family error is small, RESULTS 8); the close-call note (`close_call`) still covers them. Where the kernel's
+    own timings corrected the predictions, `keep_timed` decides instead."""
     if advice.measured or advice.cannot_run or advice.best.config == advice.current.config:
         return []
+    if advice.current.corrected_by:
+        return keep_timed(advice)
     sd, _, generic = ranking_spread(advice, model)
     if not generic or not sd or advice.current.corrected_by:  # the kernel's own timings already set its level
         return []
@@ -477,6 +481,31 @@ def keep_current(advice: Advice, model=None) -> list[str]:
     return [f"{lead.config.label()} is predicted {gain:.2f}x faster, less than the {margin:.2f}x the model's error "
             f"between configs of one launch asks of a change made without timings{far}: the current config stays; "
             "time the leading configs with --measure"]
+
+
+def keep_timed(advice: Advice) -> list[str]:
+    """Where the kernel's own timings corrected the model (`advisor calibrate --kernel`, an earlier --measure): an
+    untimed config replaces the fastest timed one only when predicted faster by more than the corrected
+    prediction's own error, exp(KEEP_Z sqrt(2) SIGMA) (SIGMA: kernel_calibration's spread of one kernel's residuals
+    after its correction); else the fastest timed config is the suggestion and a note says so. Without it a change
+    inside timing noise was named (RESULTS 49: 4 of 14 fresh launches 0.4-1.8% slower after three timings); the
+    corpus's three-timing simulation keeps its top-1 (86-90% within 1.03x) and is never slower than the launch's
+    own config on 99-100% (92-95% before)."""
+    from advisor.model.kernel_calibration import SIGMA
+
+    timed = [c for c in (advice.current, *advice.ranked) if c.timed_before]
+    if not timed or advice.best.timed_before:
+        return []
+    fastest = min(timed, key=lambda c: c.predicted_us)
+    margin = math.exp(KEEP_Z * math.sqrt(2.0) * SIGMA)
+    gain = fastest.predicted_us / advice.best.predicted_us
+    if gain >= margin:
+        return []
+    lead = advice.best
+    advice.ranked = [fastest] + [c for c in advice.ranked if c.config != fastest.config]
+    return [f"{lead.config.label()} (not timed) is predicted {gain:.2f}x faster than {fastest.config.label()}, "
+            f"measured {fastest.predicted_us:.1f} us here, less than the {margin:.2f}x a corrected prediction can be "
+            "off: the fastest timed config stays; time the leading configs with --measure"]
 
 
 def close_call(advice: Advice, model=None) -> list[str]:
