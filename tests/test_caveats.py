@@ -165,6 +165,8 @@ def test_wrapped_labels_break_at_spaces_and_never_between_digits():
         for above, below in zip(lines, lines[1:], strict=False):
             assert not (above[-1].isdigit() and below[0].isdigit()), (width, above, below)
     assert wrap_label("BLOCK_H=512 w4 s3", 11).split("\n") == ["BLOCK_H=512", "w4 s3"]
+    # A tensor's shape stays on one line where the line can hold it.
+    assert wrap_label(label, 24).split("\n")[2:5] == ["x_ptr[4096, 28672]", "scale_ptr[4096]", "out_ptr[4096, 14336]"]
 
 
 def test_config_words_and_numbers_keep_their_width_at_80_columns():

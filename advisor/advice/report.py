@@ -196,8 +196,11 @@ def render_text(advices: Sequence[Advice], min_speedup: float, width: int | None
         cells = [wrap_label(cell, w) for cell, w in zip(row, widths, strict=True)]
         table.add_row(*cells, style="bold" if is_finding(a, min_speedup) else None)
     console.print(table)
-    for i, label in enumerate(keyed, 1):
-        console.print(f"#{i}: {label}", highlight=False, markup=False)
+    for i, label in enumerate(keyed, 1):  # wrapped as the table wraps labels, continued under the label's start
+        head = f"#{i}: "
+        lines = wrap_label(label, max(console.width - len(head), 20)).split("\n")
+        console.print("\n".join([head + lines[0], *(" " * len(head) + line for line in lines[1:])]),
+                      highlight=False, markup=False, soft_wrap=True)
     findings = [a for a in advices if is_finding(a, min_speedup)]
     console.print(f"{len(findings)} finding(s): a gain over {min_speedup:.2f}x (bold) or a config that cannot run",
                   highlight=False, markup=False)
@@ -268,12 +271,12 @@ _BREAK_AFTER = "_,)]"
 
 
 def wrap_label(text: str, width: int) -> str:
-    """`text` wrapped at its spaces to lines of at most `width`; a word longer than that is broken after one
-    of `_BREAK_AFTER` or before a `[`, and cut bare only where it has no such place (never inside a number
-    if the word has any other place to break)."""
+    """`text` wrapped at its spaces (not those inside brackets: a tensor's shape stays on one line where it fits) to
+    lines of at most `width`; a word longer than that is broken after one of `_BREAK_AFTER` or before a `[`, and cut
+    bare only where it has no such place (never inside a number if the word has any other place to break)."""
     lines: list[str] = []
     line = ""
-    for word in text.split():
+    for word in _bracketed_words(text):
         while len(word) > width:
             cut = max([i + 1 for i, ch in enumerate(word[:width]) if ch in _BREAK_AFTER]
                       + [i for i, ch in enumerate(word[:width + 1]) if ch == "[" and i > 0], default=0)
@@ -293,6 +296,20 @@ def wrap_label(text: str, width: int) -> str:
     if line:
         lines.append(line)
     return "\n".join(lines)
+
+
+def _bracketed_words(text: str) -> list[str]:
+    """The words of `text`, a bracketed group with its spaces (`x_ptr[4096, 28672]`) kept as one word where it fits
+    a line at all (wrap_label still breaks a word longer than the column, after its commas)."""
+    words: list[str] = []
+    depth = 0
+    for part in text.split():
+        if depth > 0 and words:
+            words[-1] += " " + part
+        else:
+            words.append(part)
+        depth = max(0, depth + part.count("[") - part.count("]"))
+    return words
 
 
 def _cut_outside_digits(word: str, width: int) -> int:
