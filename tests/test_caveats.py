@@ -160,7 +160,7 @@ def test_wrapped_labels_break_at_spaces_and_never_between_digits():
     label = "swiglu_rowscale_kernel grid=[4096, 56] x_ptr[4096, 28672] scale_ptr[4096] out_ptr[4096, 14336]"
     for width in (6, 8, 10, 13, 24):
         lines = wrap_label(label, width).split("\n")
-        assert all(len(line) <= width for line in lines), (width, lines)
+        assert all(len(line) <= width and line == line.strip() for line in lines), (width, lines)
         assert "".join(lines).replace(" ", "") == label.replace(" ", "")  # nothing lost or added
         for above, below in zip(lines, lines[1:], strict=False):
             assert not (above[-1].isdigit() and below[0].isdigit()), (width, above, below)

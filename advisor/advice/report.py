@@ -286,7 +286,7 @@ def wrap_label(text: str, width: int) -> str:
                 lines.append(line)
                 line = ""
             lines.append(word[:cut])
-            word = word[cut:]
+            word = word[cut:].lstrip()  # a shape's space after its comma: the line break stands for it
         if line and len(line) + 1 + len(word) <= width:
             line += " " + word
         else:
