@@ -286,7 +286,7 @@ def _configured_ceilings(args, gpu, config):
     """Each launch's ceiling at --config (its grid from the launch rule, as `suggest` evaluates configs), for a
     generic target; None for another target."""
     from advisor.advice import ceiling as ceil
-    from ceilings.validate import config_problem, launch_problem
+    from ceilings.validate import require_runnable
 
     subjects = _generic_subjects(args, gpu)
     if subjects is None:
@@ -294,11 +294,9 @@ def _configured_ceilings(args, gpu, config):
     results, titles = [], []
     for s in subjects:
         fitted = ceil.fit_config(config, s.current, s.kernel, args.config)
-        why = config_problem(fitted, s.spec, s.precheck)
-        (c,) = [] if why else s.ceilings([fitted])
-        why = why or launch_problem(c, s.spec)
-        if why:
-            raise AdvisorError(f"{s.label}: --config {fitted.label()} cannot run on {s.spec.name}: {why}")
+        require_runnable(fitted, s.spec, s.precheck, s.label)
+        (c,) = s.ceilings([fitted])
+        require_runnable(fitted, s.spec, None, s.label, c)
         results.append(c)
         titles.append(f"{c.kernel} on {c.gpu}, {fitted.label()} (--config)")
     return results, titles

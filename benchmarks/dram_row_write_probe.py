@@ -43,6 +43,8 @@ def main(argv=None) -> int:
     import triton
     import triton.language as tl
 
+    from advisor.measure.timing import versions
+
     @triton.jit
     def write_rows(c_ptr, row_ptr, scale_ptr, n_row_blocks, n_pieces, stride_c,
                    PIECE: tl.constexpr, ROWS: tl.constexpr, ROWS_FIRST: tl.constexpr):
@@ -85,8 +87,7 @@ def main(argv=None) -> int:
                              "tbs": round(c.numel() * 2 / us / 1e6, 3), "output_ok": ok})
                 print("write:", json.dumps(rows[-1]), flush=True)
     doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
-           "gpu": "cpu" if args.dry_run else torch.cuda.get_device_name(), "triton": triton.__version__,
-           "torch": torch.__version__, "rows": rows}
+           "gpu": "cpu" if args.dry_run else torch.cuda.get_device_name(), **versions(), "rows": rows}
     (out / "dram_row_write_probe.json").write_text(json.dumps(doc, indent=1))
     print(f"\n{doc['gpu']}: {rows_total} x {width} bf16 ({c.numel() * 2 / 2**20:.0f} MiB), {ROWS_BLOCK}-row programs")
     print("| rows | programs | piece B | us | TB/s | output |")

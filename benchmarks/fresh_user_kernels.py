@@ -35,6 +35,16 @@ CALLS = ROOT / "benchmarks" / "user_kernels" / "calls.txt"
 PLAN = ROOT / "benchmarks" / "data" / "fresh_user_plan.jsonl"
 
 
+def run_env() -> dict:
+    """The GPU, versions (advisor.measure.timing.versions) and time of a device run, for its rows file."""
+    import torch
+
+    from advisor.measure.timing import versions
+
+    return {"gpu": torch.cuda.get_device_name(), **versions(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+
 def calls(path: Path) -> list[tuple[str, str]]:
     out = []
     for line in path.read_text().splitlines():
@@ -80,8 +90,6 @@ def plan(args) -> None:
 
 
 def device(args) -> None:
-    import torch
-    import triton
 
     from advisor.advice.suggest import subjects_for
     from ceilings.launch import Config
@@ -127,8 +135,7 @@ def device(args) -> None:
             row["measured_pick"] = {"error": doc.get("error", "no launch")}
         rows.append(row)
         (out / "fresh_user.json").write_text(json.dumps({"rows": rows}, indent=1))
-    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    env = run_env()
     (out / "fresh_user.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
     print(json.dumps(env))
     report(rows)
@@ -138,7 +145,6 @@ def calibrated(args) -> None:
     """Per launch of the plan, in an empty cache: `advisor calibrate --kernel FILE --call CALL --configs K` (K configs
     timed, chosen by the advisor), then `suggest` without timings, as a user runs them; the config it then names and
     the current one timed (product's measurer). Against `--rows` (the same GPU's earlier timings of the space)."""
-    import torch
 
     from advisor.advice.suggest import subjects_for
     from ceilings.launch import Config
@@ -179,8 +185,7 @@ def calibrated(args) -> None:
             row["fastest_us"] = round(min(times) * row["current_us"] / cur_before, 3)
         rows.append(row)
         (out / "fresh_user_calibrated.json").write_text(json.dumps({"rows": rows}, indent=1))
-    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    env = run_env()
     (out / "fresh_user_calibrated.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
     print(json.dumps(env))
     print("| kernel | calibrate rc | named after calibration | current us | named us | fastest timed before us | "

@@ -47,8 +47,7 @@ def _from_label(text: str, family: Family | None) -> Config | None:
     if family is None:
         return _generic_label(text)
     names = list(dict.fromkeys(p for c in family.space()[:1] for p in c.params))
-    # Each parameter's label prefix, from Config.label itself: "M" for BLOCK_SIZE_M, "ROWS_PER_PROGRAM=" ...
-    prefix = {Config({name: 0}).label().split()[0][:-1]: name for name in names}
+    prefix = _label_prefixes(names)
     *parts, warps, stages = text.split()
     params = {}
     for part in parts:
@@ -59,6 +58,11 @@ def _from_label(text: str, family: Family | None) -> Config | None:
     if set(params) != set(names):  # a label names every parameter of the kernel
         return None
     return Config(params, int(warps[1:]), int(stages[1:]))
+
+
+def _label_prefixes(names) -> dict[str, str]:
+    """Each parameter's label prefix, from Config.label itself: "M" for BLOCK_SIZE_M, "ROWS_PER_PROGRAM=" ..."""
+    return {Config({name: 0}).label().split()[0][:-1]: name for name in names}
 
 
 def _generic_label(text: str) -> Config | None:
@@ -93,7 +97,7 @@ def fit_config(config: Config, current: Config, kernel: str, given: str | None =
     """`config` (from --config) in the names of a kernel whose current config is `current`: a label's short
     M/N/K/G name becomes the parameter it stands for there (BLOCK_M or BLOCK_SIZE_M), and every parameter must
     be one of the kernel's; one the config leaves out keeps the current value."""
-    short = {Config({name: 0}).label().split()[0][:-1]: name for name in current.params}
+    short = _label_prefixes(current.params)
     params = {}
     for name, value in config.params.items():
         real = name if name in current.params or name not in _SHORT else short.get(name, name)

@@ -469,7 +469,7 @@ def keep_current(advice: Advice, model=None) -> list[str]:
     if advice.current.corrected_by:
         return keep_timed(advice)
     sd, _, generic = ranking_spread(advice, model)
-    if not generic or not sd or advice.current.corrected_by:  # the kernel's own timings already set its level
+    if not generic or not sd:
         return []
     climbed = advice.best.config in getattr(advice.subject, "climbed", ())
     margin = math.exp((CLIMBED_Z if climbed else KEEP_Z) * math.sqrt(2.0) * sd)

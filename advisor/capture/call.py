@@ -90,7 +90,9 @@ def _randint(*args, dtype=None):
 
 def _shown(value) -> str:
     """A call argument as the user wrote it (`i8`, not `torch.int8`)."""
-    names = {getattr(__import__("torch"), long): short for short, long in _DTYPES.items()}
+    import torch
+
+    names = {getattr(torch, long): short for short, long in _DTYPES.items()}
     return names.get(value, repr(value))
 
 
