@@ -527,8 +527,8 @@ def test_suggestion_rows_show_a_kernels_own_config_names_whole():
     app = make_app(w8_gemm)
 
     async def scenario(pilot):
-        await type_in_form(pilot, "w8_matmul(randn(16, 512, bf16), randint(-128, 127, (512, 1024), i8), "
-                                  "randn(1024, f32))")
+        await type_in_form(pilot, "w8_matmul(randn(16, 4096, bf16), randint(-128, 127, (4096, 11008), i8), "
+                                  "randn(11008, f32))")
         a = app.advice
         assert a is not None and len(a.ranked) >= 2, app.notices
         labels = sorted({c.config.label() for c in (a.current, *a.ranked)}, key=len, reverse=True)

@@ -56,6 +56,14 @@ class Candidate:
     def efficiency(self) -> float:
         return self.ceiling.ceiling_us / self.predicted_us if self.predicted_us else 0.0
 
+    @property
+    def extrapolated(self) -> bool:
+        """Its prediction extrapolates a knob past the values the model was fitted on, and no timing of
+        this config stands in for it (`advisor.model.knob_range`)."""
+        from advisor.model.knob_range import is_knob_note
+
+        return not self.timed_before and any(is_knob_note(n) for n in self.notes)
+
     def to_json(self) -> dict:
         return {"config": self.config.to_dict(), "label": self.config.label(),
                 "ceiling_us": round(self.ceiling.ceiling_us, 3), "binding": self.ceiling.binding,
@@ -180,6 +188,11 @@ class Advice:
         # one caveat per launch: the current and the suggested config are the same launch, and two lines
         # with two distances read as two launches; the farther one says it
         notes += sorted(outside, key=outside_note_distance)[-1:]
+        # a knob outside the model's fitted range (the current config's own, as the suggestion's
+        # cannot be one without timings: `_search`)
+        from advisor.model.knob_range import is_knob_note
+
+        notes += [n for cand in (self.current, self.best) for n in cand.notes if is_knob_note(n)]
         # the autotuner's pick changes what "current" means: said first, where a short report shows it
         picks = [n for n in self.notes if n.startswith(AUTOTUNED_NOTE)]
         return [n for n in dict.fromkeys(picks + notes + self.notes) if n != self.cannot_run]
@@ -326,7 +339,9 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
             pruned["a CTA does not fit on an SM (registers or shared memory)"] += 1
         else:
             ranked.append(cand)
-    ranked.sort(key=lambda c: c.predicted_us)
+    # Without timings a config whose knob lies past the model's fitted values (a guess, however fast it is
+    # predicted) ranks after every config the model has evidence for; timings (`measure`) judge it as any.
+    ranked.sort(key=lambda c: (c.extrapolated and not measure, c.predicted_us))
     want = top_k if not measure else 0  # with timings, advisor.advice.timed_pick chooses what to time
     if confirm:  # the finalists' and the current config's confirming compiles, in parallel, into the cache
         first = [c.config for c in ranked[:max(want, measure)]] + ([] if cannot_run else [subject.current])

@@ -183,9 +183,13 @@ class LayerSubject(Subject):
         out = []
         for cands in zip(*per_part, strict=True):
             ceiling = combine_ceilings([c.ceiling for c in cands])
+            # the model's own notes on any part (outside its data, a knob past its fitted range) hold
+            # for the whole launch: the ceiling's notes first, each note once
+            model_notes = [n for c in cands for n in c.notes if n not in c.ceiling.notes]
             out.append(Candidate(cands[0].config, ceiling, sum(c.predicted_us for c in cands),
                                  (sum(c.interval[0] for c in cands), sum(c.interval[1] for c in cands)),
-                                 list(ceiling.notes)))
+                                 list(dict.fromkeys(list(ceiling.notes) + model_notes)),
+                                 outside_data=any(c.outside_data for c in cands)))
         return out
 
     def measurer(self):

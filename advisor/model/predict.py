@@ -87,11 +87,16 @@ class LatencyModel:
         return np.zeros(len(x), dtype=bool) if d is None else d > self.support.threshold
 
     def outside_notes(self, x: np.ndarray) -> list[list[str]]:
+        """Per row: the feature-distance note (OUTSIDE_NOTE) and a note per knob outside the values the
+        model was fitted on (`advisor.model.knob_range`)."""
+        from advisor.model.knob_range import knob_notes
+
+        out = knob_notes(self.meta.get("knob_ranges"), x)
         d = self.distance(x)
         if d is None:
-            return [[] for _ in range(len(x))]
+            return out
         t = self.support.threshold
-        return [[OUTSIDE_NOTE.format(d=v, t=t)] if v > t else [] for v in d]
+        return [([OUTSIDE_NOTE.format(d=v, t=t)] if v > t else []) + knobs for v, knobs in zip(d, out, strict=True)]
 
     def predict_us(self, ceiling_us: np.ndarray, x: np.ndarray):
         """Median and interval in us. The band is the quantile models' widened by the factor the model's
@@ -197,6 +202,8 @@ def train(data: Dataset, rounds: int = ROUNDS, features: Sequence[str] = DEFAULT
     """The median and quantile boosters on `data` (rows of all FEATURES), using `features` of them, each
     row weighted by `weights` (None: equally; `advisor.model.dataset.balanced_weights` keeps a few
     hundred rows of new kernels from being drowned by tens of thousands of one family's)."""
+    from advisor.model.knob_range import knob_ranges
+
     xgb = require_xgboost("training the latency model (`advisor train`)")
 
     features = [f for f in FEATURES if f in set(features)]
@@ -217,6 +224,7 @@ def train(data: Dataset, rounds: int = ROUNDS, features: Sequence[str] = DEFAULT
     support = fit_support(data.x[:, cols])
     meta["support"] = {"file": SUPPORT_FILE, "rows": int(len(support.rows)), "threshold": round(support.threshold, 4),
                        "quantile": OUTSIDE_QUANTILE}
+    meta["knob_ranges"] = knob_ranges(data.x)
     # Intervals uncalibrated until benchmarks/confidence.py finds their factors on held-out folds.
     return LatencyModel(median, quantiles, meta, support)
 

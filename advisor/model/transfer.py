@@ -38,6 +38,7 @@ import numpy as np
 
 from advisor.model.confidence import OUTSIDE_QUANTILE, Support, fit_support
 from advisor.model.features import FEATURES, TRANSFER_FEATURES
+from advisor.model.knob_range import knob_notes, knob_ranges
 from ceilings.errors import AdvisorError
 
 TRANSFER_DIR = Path(__file__).resolve().parent / "models" / "transfer"
@@ -200,6 +201,10 @@ class TransferModel:
             return None
         return self.support.distance(np.asarray(x)[:, _columns(self.meta["support_features"])])
 
+    def knob_notes(self, x: np.ndarray) -> list[list[str]]:
+        """A note per row and knob outside the values this model was fitted on (`advisor.model.knob_range`)."""
+        return knob_notes(self.meta.get("knob_ranges"), x)
+
     def save(self, folder: str | Path = TRANSFER_DIR) -> Path:
         from advisor.model.trees import TreeEnsemble
 
@@ -276,4 +281,5 @@ def fit_transfer(x: np.ndarray, y: np.ndarray, library: np.ndarray, gpus: Sequen
         meta["band_by_gpu"] = gpu_bands(y - held, row_gpus)
     support = fit_support(x[:, _columns(support_names)])
     meta["support"]["threshold"] = round(support.threshold, 4)
+    meta["knob_ranges"] = knob_ranges(x)
     return TransferModel(level, booster, band, meta, support)

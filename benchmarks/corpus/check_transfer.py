@@ -14,13 +14,14 @@ generic-path band). `--previous`: also section 14's recipe (the shipped model's 
 `predict.train` with its 41 features and rows alike, on the shipped sweeps plus the other libraries'
 corpus rows of the same GPU; no inner choice), minutes more.
 
-    python benchmarks/corpus/check_transfer.py [--previous] [--write] [--write-held-out FOLDER]
+    python benchmarks/corpus/check_transfer.py [--previous] [--write] [--write-held-out FOLDER] [--knob-ranges]
 
 Writes `data/model_check_transfer.csv` (one row per point, GPU and model; `check_advice.py --model-check`
 reads it) and prints the tables; `--write` fits the shipped transfer model on every row and saves it in
 advisor/model/models/transfer/; `--write-held-out FOLDER` saves the four models fitted without one library
 each (FOLDER/without-LIBRARY), which `check_advice_gpu.py` gives each launch's `suggest` through
-TRITON_ADVISOR_TRANSFER_MODEL, so that its advice comes from a model that never saw its library.
+TRITON_ADVISOR_TRANSFER_MODEL, so that its advice comes from a model that never saw its library;
+`--knob-ranges` only stores the rows' knob ranges in the shipped model's meta (`advisor.model.knob_range`).
 """
 
 from __future__ import annotations
@@ -190,6 +191,25 @@ def print_tables(predicted: list[dict]) -> None:
                       f"({s['regret_launches']}) | {band} |")
 
 
+def store_knob_ranges(rows: list[dict]) -> int:
+    """The values of num_warps / num_stages by kind of work in `rows` (what `fit_transfer` stores when
+    it fits) written into the shipped transfer model's meta, its trees untouched: the model fitted
+    before `advisor.model.knob_range` existed, on these rows' configs."""
+    import json
+
+    from advisor.model.knob_range import knob_ranges
+    from advisor.model.transfer import META_FILE, TRANSFER_DIR
+
+    path = TRANSFER_DIR / META_FILE
+    meta = json.loads(path.read_text())
+    meta["knob_ranges"] = knob_ranges(arrays(rows)[0])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    tmp.replace(path)
+    print(f"{path}: knob_ranges {meta['knob_ranges']} ({len(rows)} rows)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--previous", action="store_true", help="also section 14's recipe (minutes)")
@@ -197,7 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pooled-band", action="store_true", help="one band for both GPUs (sections 18-18c)")
     parser.add_argument("--write-held-out", metavar="FOLDER", type=Path,
                         help="save the four held-out models in FOLDER/without-LIBRARY (for check_advice_gpu.py)")
+    parser.add_argument("--knob-ranges", action="store_true",
+                        help="only store the knob ranges of every row in the shipped transfer model's meta (no refit)")
     args = parser.parse_args(argv)
+    if args.knob_ranges:
+        return store_knob_ranges([r for gpu in GPUS for r in rows_of(gpu)])
     global PER_GPU_BAND
     PER_GPU_BAND = not args.pooled_band
     import warnings
