@@ -221,7 +221,8 @@ def _ceiling_args(p: argparse.ArgumentParser, detail: bool = True) -> None:
     p.add_argument("--gemm", type=int, default=1, choices=(1, 2), help="GEMM 1 (w1) or 2 (w2) of the layer")
     p.add_argument("--config", help="engine-entry JSON or a label like 'M64 N128 K64 G8 w4 s3' "
                                     "(default: the config the shipped kernel takes)")
-    p.add_argument("--gpu", help="GPU name or short name (default: the GPU a launch trace names, else h100)")
+    p.add_argument("--gpu", help="GPU name or short name (default: the GPU a launch trace names, else this "
+                                 "machine's, else h100)")
     p.add_argument("--no-calibration", action="store_true", help="use spec-sheet rates even if calibrated")
     p.add_argument("--compile", action="store_true", help="compile to read shared memory and registers")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -240,7 +241,8 @@ def _suggest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--call", metavar="EXPR", help="a call of the kernel file's host code whose launches to advise on, "
                                                   "e.g. \"matmul(randn(4096, 4096, f16), randn(4096, 4096, f16))\"")
     p.add_argument("--kernel", help="only this kernel's launches (NAME#N: its Nth)")
-    p.add_argument("--gpu", help="GPU name or short name (default: the trace's or file's GPU, else h100)")
+    p.add_argument("--gpu", help="GPU name or short name (default: the trace's or file's GPU, else this machine's, "
+                                 "else h100)")
     p.add_argument("--config-dir", help="a folder of engine config files to look in before the shipped ones")
     p.add_argument("--top-k", type=int, default=5, help="suggestions kept per launch (default 5)")
     p.add_argument("--measure", type=int, nargs="?", const=8, default=0, metavar="K",

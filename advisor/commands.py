@@ -26,10 +26,12 @@ def gpu_device_name(name: str) -> str:
 
 
 def _command_gpu(args):
-    """The GPU of the ceiling, predict and diagnose commands: --gpu, else the trace's, else the H100."""
+    """The GPU of the ceiling, predict and diagnose commands: --gpu, else the trace's, else this machine's, else
+    the H100 (`advisor.advice.suggest.default_gpu_name`)."""
+    from advisor.advice.suggest import default_gpu_name
     from ceilings.hardware import resolve_gpu
 
-    return resolve_gpu(gpu_device_name(args.gpu) if args.gpu else _trace_gpu(args) or "h100",
+    return resolve_gpu(gpu_device_name(args.gpu) if args.gpu else _trace_gpu(args) or default_gpu_name(),
                        calibrated=not args.no_calibration)
 
 

@@ -172,6 +172,9 @@ def calibrated(args) -> None:
             rows.append(row)
             continue
         row["named"], row["named_label"] = launch["best"]["config"], launch["best"]["label"]
+        # what suggest saw after the timings: its ranking (a timed config's time is its prediction) and notes
+        row["suggest_ranked"] = [[c["label"], c["predicted_us"]] for c in launch["ranked"]]
+        row["suggest_notes"] = launch.get("notes", [])
         subject = next(s for s in subjects_for(entry["file"], call=entry["call"]) if s.label == entry["launch"])
         measure = subject.measurer()
         row["current_us"] = round(measure(Config.from_dict(entry["current"])), 3)

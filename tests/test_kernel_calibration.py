@@ -186,3 +186,23 @@ def test_after_timings_an_untimed_config_must_beat_the_fastest_timed_beyond_the_
             assert advice.best is timed and "the fastest timed config stays" in notes[0]
         else:
             assert advice.best is untimed and notes == []
+
+
+def test_a_config_timed_at_the_launch_is_a_candidate_even_outside_the_space_searched(cache):
+    """`calibrate --kernel` chooses from one space, `suggest` can search another (an autotuned kernel's follows the
+    expected pick, which the timings move): the fastest config timed at the launch was never considered (a fresh
+    GEMM's 1.44x-faster timed config, RESULTS 50). Timed configs are always candidates now."""
+    from advisor.advice.search import record_timings, search
+    from advisor.advice.suggest import subjects_for
+
+    call = "w8_matmul(randn(16, 512, bf16), randint(-128, 127, (512, 1024), i8), randn(1024, f32))"
+    (subject,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call, gpu=resolve_gpu("h100"))
+    outside = subject.current.replace(num_warps=2, num_stages=5)
+    assert outside not in subject.space()
+    fastest = min(c.predicted_us for c in predict_candidates(subject, subject.space()))
+    (cand,) = predict_candidates(subject, [outside])
+    record_timings(subject, [(cand, fastest / 2)])  # timed twice as fast as any config of the space is predicted
+    (subject,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call, gpu=resolve_gpu("h100"))
+    advice = search(subject, confirm=False)
+    assert advice.best.config == outside and advice.best.timed_before
+    assert advice.best.predicted_us == pytest.approx(fastest / 2)

@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "its kernels and launches, source, ceiling and ranked config suggestions.")
     p.add_argument("file", help="a Python file with Triton kernels (e.g. kernels/fused_moe.py)")
     p.add_argument("--trace", help="a launch trace (`advisor record`) or launch JSON for the file's kernels")
-    p.add_argument("--gpu", default="h100", help="GPU name or short name (default h100)")
+    p.add_argument("--gpu", help="GPU name or short name (default: this machine's GPU, else h100)")
     p.add_argument("--dry-run", action="store_true", help="show the diff of an apply and write nothing")
     p.add_argument("--preset", help="fused-MoE model preset to list (default: every preset)")
     p.add_argument("--tp", type=int, help="tensor-parallel size for the presets (default: the smallest tuned one)")
@@ -41,14 +41,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                config_dir=args.config_dir, call=args.call)
 
 
-def run(path, trace=None, gpu="h100", dry_run=False, preset=None, tp=None, shapes=None, *, confirm: bool = True,
+def run(path, trace=None, gpu=None, dry_run=False, preset=None, tp=None, shapes=None, *, confirm: bool = True,
         top_k: int = 5, config_dir: str | None = None, call: str | None = None) -> int:
-    """Open the TUI on a kernel file; the exit code (2: a file or GPU that cannot be used, one line on stderr)."""
+    """Open the TUI on a kernel file; the exit code (2: a file or GPU that cannot be used, one line on stderr).
+    `gpu` None: this machine's GPU, else the H100 (`advisor.advice.suggest.default_gpu_name`)."""
+    from advisor.advice.suggest import default_gpu_name
     from ceilings.hardware import get_spec
     from tui.launches import read_source
 
     try:
         read_source(path)
+        gpu = gpu or default_gpu_name()
         get_spec(gpu)
         if preset or tp is not None:
             from kernels.moe_presets import TP_SIZES, get_preset

@@ -264,6 +264,14 @@ def kernel_timings(subject: Subject):
         return None
 
 
+def timed_configs(subject: Subject) -> list[Config]:
+    """The configs with a stored timing at this launch (its label) on its GPU, in the order they were timed."""
+    timings = kernel_timings(subject)
+    if timings is None:
+        return []
+    return list(dict.fromkeys(Config.from_dict(p.config) for p in timings.points if p.launch == subject.label))
+
+
 def record_timings(subject: Subject, timed: Sequence[tuple[Candidate, float]]) -> None:
     """Keep measured times of candidates for the kernel's calibration (advisor.model.kernel_calibration)."""
     timings = kernel_timings(subject)
@@ -303,7 +311,10 @@ def search(subject: Subject, top_k: int = 5, confirm: bool = True, model=None, m
 
 
 def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) -> Advice:
-    space = list(dict.fromkeys(subject.space()))
+    # A config timed at this launch before (`advisor calibrate --kernel`, an earlier --measure) is always a
+    # candidate: its time is the best evidence there is, and the space searched can differ from the one the
+    # timings were chosen from (an autotuned kernel's space follows the expected pick, which the timings move).
+    space = list(dict.fromkeys([*subject.space(), *timed_configs(subject)]))
     pruned: Counter = Counter()
     feasible = []
     for config in space:

@@ -34,6 +34,27 @@ DEFAULT_TOKENS = (1, 16, 64, 256, 1024, 4096)
 DEFAULT_GPU = "h100"
 
 
+def default_gpu_name() -> str:
+    """The GPU advice is for without --gpu: this machine's (torch's name for device 0) where torch sees one,
+    else DEFAULT_GPU. The GPU a `--measure` or `calibrate --kernel` times on is this machine's, so advice for
+    another would key its timings and rates to the wrong card (an H200 advised as an H100 before)."""
+    try:
+        import torch
+    except ImportError:
+        return DEFAULT_GPU
+    if not torch.cuda.is_available():
+        return DEFAULT_GPU
+    name = torch.cuda.get_device_name()
+    from ceilings.hardware import get_spec
+
+    try:
+        get_spec(name)
+    except AdvisorError as exc:
+        raise AdvisorError(f"this machine's GPU is {name!r}, which the advisor has no spec for: give --gpu for the "
+                           f"GPU to advise for ({str(exc).split('; ', 1)[-1]})") from None
+    return name
+
+
 # ------------------------------------------------------------------------------------------ targets
 
 def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | None = None,
@@ -51,7 +72,7 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
     from ceilings.compile import load_kernel
 
     trace = trace if trace is not None else read_trace(path)
-    gpu = gpu or resolve_gpu(trace.gpu or DEFAULT_GPU, calibrated)  # the trace names the GPU it ran on
+    gpu = gpu or resolve_gpu(trace.gpu or default_gpu_name(), calibrated)  # the trace names the GPU it ran on
     groups = {g[0]: g for g in autotune_groups(trace, str(path))}
     alternatives = {j for g in groups.values() for j in g[1:]}
     sourced = list(trace.launches)
@@ -150,7 +171,7 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
         return trace_subjects(path, gpu, None, kernel, calibrated)
     if path.suffix != ".py":
         raise AdvisorError(f"{target}: expected a .py kernel file or a .json trace / engine config file")
-    gpu = gpu or resolve_gpu(DEFAULT_GPU, calibrated)
+    gpu = gpu or resolve_gpu(default_gpu_name(), calibrated)
     if moe.is_layer_kernel(path):
         if not preset:
             raise AdvisorError(f"{target}: give --preset (see `advisor presets`) and optionally --tp and --tokens")
