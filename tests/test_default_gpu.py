@@ -31,6 +31,11 @@ def test_the_machines_gpu_is_the_default(machine):
     assert default_gpu_name() == "NVIDIA H200"
     (subject,) = subjects_for("kernels/gemm.py", shapes=["4096,4096,4096"])
     assert subject.spec.name == "NVIDIA H200"
+    # a call of a kernel file's host code is captured without running it, by a stand-in driver: it answers as
+    # this machine's GPU too (it answered as the H100 whatever the machine had)
+    call = "w8_matmul(randn(16, 512, bf16), randint(-128, 127, (512, 1024), i8), randn(1024, f32))"
+    (subject,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call)
+    assert subject.spec.name == "NVIDIA H200"
 
 
 def test_an_unknown_gpu_asks_for_gpu(machine):

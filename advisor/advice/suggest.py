@@ -152,7 +152,7 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
             raise AdvisorError(f"--call goes with a kernel file, not {'--trace' if trace else target}")
         from advisor.capture.call import relauncher
 
-        gpu_name = gpu.spec.name if gpu else None
+        gpu_name = gpu.spec.name if gpu else default_gpu_name()  # the stand-in driver answers as this GPU
         from advisor.advice.stores import stored_outputs
 
         captured = capture_call(path, call, gpu_name, written=stored_outputs)
