@@ -206,3 +206,19 @@ def test_a_config_timed_at_the_launch_is_a_candidate_even_outside_the_space_sear
     advice = search(subject, confirm=False)
     assert advice.best.config == outside and advice.best.timed_before
     assert advice.best.predicted_us == pytest.approx(fastest / 2)
+
+
+def test_an_autotuned_launch_is_calibrated_from_the_config_the_autotuner_picks(cache):
+    """Captured without a GPU, an autotuned launch records its list's first config, but the autotuner runs the
+    fastest of the list; the sweep times that one (the model's expected pick, `suggest`'s current) first."""
+    from advisor.advice.kernel_sweep import sweep
+    from advisor.advice.suggest import subjects_for
+
+    call = "w8_matmul(randn(16, 4096, bf16), randint(-128, 127, (4096, 11008), i8), randn(11008, f32))"
+    (subject,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call, gpu=resolve_gpu("h100"))
+    assert subject.autotuner_picks and subject.listed
+    in_list = predict_candidates(subject, sorted(subject.listed, key=lambda c: c.label()))
+    pick = min(in_list, key=lambda c: c.predicted_us).config
+    assert pick != subject.current  # the recorded first is not what runs
+    steps = sweep(subject, count=3, measure=lambda config: 10.0)
+    assert steps[0][0] == pick

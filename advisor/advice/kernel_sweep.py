@@ -2,7 +2,8 @@
 one kernel on this GPU (advisor.model.kernel_calibration).
 
 Each step times one config and re-fits the kernel's correction before choosing the next: first the
-current config (the reference every suggestion is judged against), then in turn the config predicted
+current config (the reference every suggestion is judged against; for an autotuned launch, the autotuner's
+expected pick: `reference`), then in turn the config predicted
 fastest (where a wrong prediction costs most) and the config farthest in the kernel's config space
 from those timed (`kernel_calibration.spread_pick`: the timed configs correct their neighbours, so
 they should cover the space), never one already timed. 3 to 8 timings per launch; every one is stored with the
@@ -42,6 +43,17 @@ def next_config(candidates: list[Candidate], timed: set[Config], current: Config
     return None if pick is None else candidates[pick]
 
 
+def reference(subject: Subject, candidates: list[Candidate]) -> Config:
+    """The config the sweep times first: the one that runs. For an autotuned launch captured without a GPU
+    that is not the recorded config (its list's first) but the autotuner's pick, which `suggest` shows as
+    the current config (`advisor.advice.autotuner_pick`): the list's config predicted fastest. Timing the
+    first instead left the config that runs untimed, and a slower timed one stood in for it (RESULTS 50)."""
+    if not getattr(subject, "autotuner_picks", False):
+        return subject.current
+    listed = [c for c in candidates if not subject.listed or c.config in subject.listed]
+    return min(listed, key=lambda c: c.predicted_us).config if listed else subject.current
+
+
 def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] | None = None,
           progress: Callable[[str], None] | None = None) -> list[tuple[Config, float, float]]:
     """Time `count` configs of the subject chosen adaptively; (config, predicted us before its timing,
@@ -59,7 +71,7 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
         if len(out) >= count:
             break
         candidates = [c for c in subject.predict(feasible) if c.ceiling.ctas_per_sm > 0]
-        pick = next_config(candidates, timed, subject.current, len(out))
+        pick = next_config(candidates, timed, reference(subject, candidates), len(out))
         if pick is None:
             break
         timed.add(pick.config)
