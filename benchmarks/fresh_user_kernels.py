@@ -4,7 +4,7 @@ config and against a sample of the kernel's config space, on the GPU.
 
     python benchmarks/fresh_user_kernels.py plan [--calls FILE] [--space 12] [--plan PATH]    # CPU
     python3 benchmarks/fresh_user_kernels.py device --out $OUT [--measure 4] [--only 0:4] [--plan PATH]   # GPU
-    python benchmarks/fresh_user_kernels.py summary ROWS.json [ROWS.json ...]                 # one GPU's figures
+    python benchmarks/fresh_user_kernels.py summary ROWS.json [ROWS.json ...] [--autotuner]   # one GPU's figures
     python benchmarks/fresh_user_kernels.py accuracy ROWS.json [...] --gpu h100               # the model's error
     python3 benchmarks/fresh_user_kernels.py calibrated --out $OUT --plan PLAN --rows ROWS... # GPU: 3 timings
 
@@ -219,16 +219,22 @@ def report(rows: list[dict]) -> None:
               f"{named / best if named and best else float('nan'):.2f} |")
 
 
-def outcome(r: dict) -> dict | None:
+def outcome(r: dict, listed: list[dict] | None = None) -> dict | None:
     """One launch's ratios (our timings): the named config and the `--measure` pick against the current config
     and the fastest config timed; the pick's time is ours where we timed it, else the product's, scaled to ours
-    through the current config's two timings."""
+    through the current config's two timings. `listed`: an autotuned launch's list, every config of it timed:
+    what runs is then the autotuner's pick, the fastest of the list (not the plan's current, the model's guess
+    of it), and a named config runs as the fastest of the list with it added (`advisor apply` adds it)."""
     times = {json.dumps(t["config"], sort_keys=True): t["us"] for t in r.get("timed", []) if "us" in t}
     cur = times.get(json.dumps(r.get("current"), sort_keys=True))
     if not cur:
         return None
     best = min(times.values())
     named = times.get(json.dumps(r["named"], sort_keys=True))
+    in_list = [times.get(json.dumps(c, sort_keys=True)) for c in listed or []]
+    if in_list and all(in_list):
+        cur = min(in_list)
+        named = min(cur, named) if named else None
     pick = r.get("measured_pick", {})
     pick_us = times.get(json.dumps(pick.get("config"), sort_keys=True))
     if pick_us is None and pick.get("us") and pick.get("current_us"):
@@ -237,9 +243,23 @@ def outcome(r: dict) -> dict | None:
             "named_vs_best": named / best if named else None, "pick_vs_best": pick_us / best if pick_us else None}
 
 
-def summary(paths: list[Path]) -> None:
-    """Issue 15's three advice figures over the rows of `paths` (one GPU's runs)."""
-    rows = [o for path in paths for r in json.loads(path.read_text())["rows"] if (o := outcome(r))]
+def autotune_list(r: dict) -> list[dict] | None:
+    """The autotune list of a row's launch (None: not an autotuned launch), from its subject (no GPU)."""
+    from advisor.advice.suggest import subjects_for
+    from ceilings.hardware import resolve_gpu
+
+    subject = next((s for s in subjects_for(r["file"], call=r["call"], gpu=resolve_gpu("h100"))
+                    if s.label == r["launch"]), None)
+    if subject is None or not subject.autotuner_picks or not subject.listed:
+        return None
+    return [c.to_dict() for c in subject.listed]
+
+
+def summary(paths: list[Path], autotuner: bool = False) -> None:
+    """Issue 15's three advice figures over the rows of `paths` (one GPU's runs); `autotuner`: an autotuned
+    launch's current config is the autotuner's real pick (`outcome`'s `listed`)."""
+    rows = [o for path in paths for r in json.loads(path.read_text())["rows"]
+            if (o := outcome(r, autotune_list(r) if autotuner else None))]
     count = lambda key, limit: sum(1 for o in rows if o[key] is not None and o[key] <= limit)  # noqa: E731
     n = len(rows)
     print(f"launches {n}; named another config {sum(o['changed'] for o in rows)}; named not slower than current: "
@@ -298,6 +318,8 @@ def main() -> None:
     r.add_argument("rows", type=Path)
     m = sub.add_parser("summary", help="issue 15's advice figures over one GPU's row files")
     m.add_argument("rows", type=Path, nargs="+")
+    m.add_argument("--autotuner", action="store_true",
+                   help="an autotuned launch's current config is the fastest of its list, as the autotuner runs")
     c = sub.add_parser("calibrated", help="GPU: calibrate --kernel with K timings, then suggest, the named timed")
     c.add_argument("--out", default=".")
     c.add_argument("--plan", type=Path, default=PLAN)
@@ -313,7 +335,7 @@ def main() -> None:
     elif args.step == "device":
         device(args)
     elif args.step == "summary":
-        summary(args.rows)
+        summary(args.rows, args.autotuner)
     elif args.step == "calibrated":
         calibrated(args)
     elif args.step == "accuracy":
