@@ -206,6 +206,8 @@ def test_a_config_timed_at_the_launch_is_a_candidate_even_outside_the_space_sear
     advice = search(subject, confirm=False)
     assert advice.best.config == outside and advice.best.timed_before
     assert advice.best.predicted_us == pytest.approx(fastest / 2)
+    # the reason says what the gain rests on: this config's earlier timing, the current config's prediction
+    assert "the suggestion measured here before, the other predicted" in advice.why, advice.why
 
 
 def test_an_autotuned_launch_is_calibrated_from_the_config_the_autotuner_picks(cache):

@@ -168,6 +168,6 @@ def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu
 
 
 def _gpu_name() -> str:
-    import torch
+    from advisor.advice.suggest import default_gpu_name
 
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else "h100"
+    return default_gpu_name()

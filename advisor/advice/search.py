@@ -571,7 +571,7 @@ def explain(advice: Advice) -> str:
         eff = cur.ceiling.ceiling_us / advice.time_of(cur)
         return (f"the current config is already the best found; it runs at {eff:.0%} of its ceiling, "
                 f"bound by {cur.ceiling.binding}")
-    gain = f"{advice.speedup:.2f}x {'measured' if advice.measured else 'predicted'}"
+    gain = f"{advice.speedup:.2f}x {_basis(advice)}"
     spills = [n for n in cur.notes if "spill" in n]
     if spills:
         return f"{spills[0]} in the current config; {best.config.label()} does not ({gain})"
@@ -603,5 +603,23 @@ def explain(advice: Advice) -> str:
         return (f"{best.config.label()} runs {best.ceiling.ctas_per_sm} CTAs per SM (current "
                 f"{cur.ceiling.ctas_per_sm}) and the model expects it nearer its ceiling: "
                 f"{best.efficiency:.0%} vs {cur.efficiency:.0%} ({gain})")
-    return (f"same {cur.ceiling.binding} ceiling within 10%, but the model expects {best.config.label()} to run "
-            f"at {best.efficiency:.0%} of it against {cur.efficiency:.0%} for the current config ({gain})")
+    head = f"same {cur.ceiling.binding} ceiling within 10%, but"
+    if best.timed_before and not cur.timed_before:
+        return (f"{head} {best.config.label()} ran at {best.efficiency:.0%} of it here before, against the "
+                f"{cur.efficiency:.0%} the model expects of the current config ({gain})")
+    expects = (f"timings put {best.config.label()} at" if best.timed_before
+               else f"the model expects {best.config.label()} to run at")
+    return f"{head} {expects} {best.efficiency:.0%} of it against {cur.efficiency:.0%} for the current config ({gain})"
+
+
+def _basis(advice: Advice) -> str:
+    """What a speed-up rests on: this run's timings, earlier timings of both configs at this launch, one of
+    each, or the model's predictions."""
+    if advice.measured:
+        return "measured"
+    best, cur = advice.best.timed_before, advice.current.timed_before
+    if best and cur:
+        return "measured here before"
+    if best or cur:
+        return f"{'the suggestion' if best else 'the current config'} measured here before, the other predicted"
+    return "predicted"
