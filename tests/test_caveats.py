@@ -194,3 +194,18 @@ def test_a_long_launch_label_is_named_by_number_and_spelled_out(matmul_advices, 
     row = next(line for line in out.splitlines() if line.startswith("#1 "))
     assert f"{advice.time_of(advice.current):.1f}" in row and f"{advice.speedup:.2f}x" in row
     assert f"#1: {long.label}" in words(out)
+
+
+def test_the_ceiling_pane_says_outside_the_data_once():
+    """The TUI's ceiling pane showed "outside the model's data" twice, at distances 3.3 and 3.1 (the selected
+    config's note and the current config's), as if for two launches; the selected config's own stays."""
+    from types import SimpleNamespace
+
+    from advisor.model.predict import OUTSIDE_NOTE
+    from tui.figures import caveats
+
+    mine, current = OUTSIDE_NOTE.format(d=3.3, t=1.8), OUTSIDE_NOTE.format(d=3.1, t=1.8)
+    cand = SimpleNamespace(notes=[mine], ceiling=SimpleNamespace(notes=["warm L2: left out"]))
+    assert caveats(cand, [current]) == [mine, "warm L2: left out"]
+    inside = SimpleNamespace(notes=[], ceiling=SimpleNamespace(notes=[]))
+    assert caveats(inside, [current]) == [current]

@@ -58,8 +58,14 @@ def us(value: float | None) -> str:
 def caveats(cand, extra=()) -> list[str]:
     """Every note behind `cand`'s numbers, once each, in order: its compile notes (spills), its ceiling's
     (loop bounds counted once, CTAs that may exit, the warm-L2 assumption and its working set) and `extra`
-    (the prediction's: a kernel outside the model's data)."""
-    return list(dict.fromkeys([*cand.notes, *cand.ceiling.notes, *extra]))
+    (the prediction's: a kernel outside the model's data). One "outside the model's data" line: `extra` holds the
+    current config's, which with another distance reads as a second launch beside `cand`'s own."""
+    from advisor.model.predict import is_outside_note
+
+    own = [*cand.notes, *cand.ceiling.notes]
+    if any(is_outside_note(n) for n in own):
+        extra = [n for n in extra if not is_outside_note(n)]
+    return list(dict.fromkeys([*own, *extra]))
 
 
 def warm_l2(cand) -> bool:
