@@ -168,6 +168,7 @@ def rank(fn, configs, named_args: dict, kwargs: dict, top_k: int, grid=None, gpu
 
 
 def _gpu_name() -> str:
+    # imported when first needed: this module loads inside the user's program (the autotune hook)
     from advisor.advice.suggest import default_gpu_name
 
     return default_gpu_name()

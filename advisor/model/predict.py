@@ -87,16 +87,7 @@ class LatencyModel:
         return np.zeros(len(x), dtype=bool) if d is None else d > self.support.threshold
 
     def outside_notes(self, x: np.ndarray) -> list[list[str]]:
-        """Per row: the feature-distance note (OUTSIDE_NOTE) and a note per knob outside the values the
-        model was fitted on (`advisor.model.knob_range`)."""
-        from advisor.model.knob_range import knob_notes
-
-        out = knob_notes(self.meta.get("knob_ranges"), x)
-        d = self.distance(x)
-        if d is None:
-            return out
-        t = self.support.threshold
-        return [([OUTSIDE_NOTE.format(d=v, t=t)] if v > t else []) + knobs for v, knobs in zip(d, out, strict=True)]
+        return support_notes(self, x)
 
     def predict_us(self, ceiling_us: np.ndarray, x: np.ndarray):
         """Median and interval in us. The band is the quantile models' widened by the factor the model's
@@ -177,6 +168,20 @@ def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None, *, g
                                                                                   round(float(b), 3)],
                     "notes": note})
     return out
+
+
+def support_notes(model, x: np.ndarray) -> list[list[str]]:
+    """Per row of `x` (all FEATURES): OUTSIDE_NOTE where the row lies beyond `model`'s support, then a note per
+    knob outside the values it was fitted on (`advisor.model.knob_range`). `model`: a LatencyModel or a
+    TransferModel (its `distance`, `support` and `meta`)."""
+    from advisor.model.knob_range import knob_notes
+
+    out = knob_notes(model.meta.get("knob_ranges"), x)
+    d = model.distance(x)
+    if d is None:
+        return out
+    t = model.support.threshold
+    return [([OUTSIDE_NOTE.format(d=v, t=t)] if v > t else []) + knobs for v, knobs in zip(d, out, strict=True)]
 
 
 def is_outside_note(note: str) -> bool:

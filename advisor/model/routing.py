@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from advisor.model.features import FEATURES
-from advisor.model.knob_range import knob_notes
-from advisor.model.predict import OUTSIDE_NOTE, LatencyModel
+from advisor.model.predict import LatencyModel
 from advisor.model.transfer import TransferModel
 
 _GENERIC = FEATURES.index("generic_path")
@@ -79,17 +78,12 @@ class RoutedModel:
         return np.zeros(len(x), dtype=bool) if d is None else d > self._thresholds(x)
 
     def outside_notes(self, x: np.ndarray) -> list[list[str]]:
-        """Per row: the feature-distance note of the model that predicts it, and its knob notes
-        (`advisor.model.knob_range`)."""
+        """Per row: the notes of the model that predicts it (`predict.support_notes`)."""
         x = np.asarray(x, dtype=np.float32)
         generic = generic_rows(x)
-        knobs = [[] for _ in range(len(x))]
-        for mask, ranges in ((~generic, self.shipped.meta.get("knob_ranges")),
-                             (generic, self.transfer.meta.get("knob_ranges"))):
-            for i, notes in zip(np.flatnonzero(mask), knob_notes(ranges, x[mask]), strict=True):
-                knobs[i] = notes
-        d = self.distance(x)
-        if d is None:
-            return knobs
-        return [([OUTSIDE_NOTE.format(d=v, t=t)] if v > t else []) + k
-                for v, t, k in zip(d, self._thresholds(x), knobs, strict=True)]
+        out: list[list[str]] = [[] for _ in range(len(x))]
+        for mask, model in ((~generic, self.shipped), (generic, self.transfer)):
+            if mask.any():
+                for i, notes in zip(np.flatnonzero(mask), model.outside_notes(x[mask]), strict=True):
+                    out[i] = notes
+        return out

@@ -38,7 +38,7 @@ import numpy as np
 
 from advisor.model.confidence import OUTSIDE_QUANTILE, Support, fit_support
 from advisor.model.features import FEATURES, TRANSFER_FEATURES
-from advisor.model.knob_range import knob_notes, knob_ranges
+from advisor.model.knob_range import knob_ranges
 from ceilings.errors import AdvisorError
 
 TRANSFER_DIR = Path(__file__).resolve().parent / "models" / "transfer"
@@ -201,9 +201,10 @@ class TransferModel:
             return None
         return self.support.distance(np.asarray(x)[:, _columns(self.meta["support_features"])])
 
-    def knob_notes(self, x: np.ndarray) -> list[list[str]]:
-        """A note per row and knob outside the values this model was fitted on (`advisor.model.knob_range`)."""
-        return knob_notes(self.meta.get("knob_ranges"), x)
+    def outside_notes(self, x: np.ndarray) -> list[list[str]]:
+        from advisor.model.predict import support_notes
+
+        return support_notes(self, x)
 
     def save(self, folder: str | Path = TRANSFER_DIR) -> Path:
         from advisor.model.trees import TreeEnsemble
