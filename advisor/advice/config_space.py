@@ -20,7 +20,7 @@ from itertools import product
 
 import numpy as np
 
-from advisor.advice.launch_rule import TILE_PARAM
+from advisor.advice.grid_values import one_d_tile, tile_dim
 from ceilings.launch import Config
 
 
@@ -37,12 +37,14 @@ def config_distance(a: Config, b: Config) -> float:
 def _knob_values(name: str, value) -> list:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         return [value]
-    tile = TILE_PARAM.match(name)
-    if tile:
+    if tile_dim(name):
         # matrix tiles stop at 512; a row tile launched larger (a norm's 8192) may still be halved. A tile
         # named for no dimension (BLOCK_SIZE, TILE_SIZE: a 1-D block, a row norm's step) goes to 8192.
-        top = 8192 if tile.group(3) == "SIZE" and not tile.group(2) else 512
-        return [v for v in (value // 2, value, value * 2) if 16 <= v <= max(top, value)] or [value]
+        top = 8192 if one_d_tile(name) else 512
+        # A tile of 16 or more may feed tl.dot, which takes no operand under 16; one launched under 16 feeds
+        # none (a few heads or rows per program), so it may be halved too.
+        low = 16 if value >= 16 else 1
+        return [v for v in (value // 2, value, value * 2) if low <= v <= max(top, value)] or [value]
     if name.startswith("GROUP"):
         return [v for v in (value // 2, value, value * 2) if v >= 1]
     return [value]

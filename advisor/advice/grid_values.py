@@ -64,6 +64,22 @@ def tile_word(name: str) -> str | None:
     return None
 
 
+def tile_dim(name: str) -> str | None:
+    """The dimension a config parameter is named as a tile of, upper case: 'M' for BLOCK_SIZE_M, BLOCK_M, TILE_M,
+    BM and M_BLOCK; 'SIZE' for a 1-D block named for no dimension (BLOCK_SIZE, TILE_SIZE, a bare BLOCK); None for a
+    parameter not named as a tile. What a search may halve or double (`advisor.advice.config_space`) and what
+    `advisor.advice.tile_roles` asks the role of; the grid's rule reads names on its own terms."""
+    if name == "BLOCK":
+        return "SIZE"
+    word = tile_word(name)
+    return word.upper() if word else None
+
+
+def one_d_tile(name: str) -> bool:
+    """A tile named for no dimension: a 1-D block, a row norm's step."""
+    return name in ("BLOCK", "BLOCK_SIZE", "TILE_SIZE")
+
+
 # A matmul's program-order group (GROUP_SIZE_M, GROUP_M: Triton's tutorial swizzle) reorders the programs and never
 # sets how many there are; by value it "explained" xformers' tiled-matmul grid as cdiv(K1, GROUP_M) = 4096 / 8.
 SWIZZLE_GROUP = re.compile(r"^GROUP(_SIZE)?_[A-Z]$")

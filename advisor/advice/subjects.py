@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from advisor.advice.config_space import around, config_distance, guided_pick, neighbours  # noqa: F401
+from advisor.advice.grid_values import tile_dim
 from advisor.advice.heuristics import heuristic_values, overridden_knobs, with_heuristics
-from advisor.advice.launch_rule import TILE_PARAM, launch_rule, named_tiles
+from advisor.advice.launch_rule import launch_rule, named_tiles
 from advisor.advice.operands import operand_element_bytes
 from advisor.advice.search import Candidate, Location, Subject, predict_candidates
 from advisor.advice.stores import accumulated_tensors, group_tiles
@@ -199,7 +200,6 @@ class LayerSubject(Subject):
 
 # ------------------------------------------------------------------------------------ any kernel, any launch
 
-_TILE_PARAM = TILE_PARAM
 tile_dims = named_tiles
 
 
@@ -461,7 +461,7 @@ class LaunchSubject(Subject):
             for name, _ in combo:
                 out.setdefault(name, set()).add(axis)
         for name in self.current.params:
-            if name not in out and TILE_PARAM.match(name):
+            if name not in out and tile_dim(name):
                 moved = self._moved_axes(name)
                 if moved:
                     out[name] = moved
@@ -639,9 +639,9 @@ def tile_precheck(config: Config, spec: GPUSpec, element_bytes: int | None = 2) 
         return f"{config.num_warps} warps exceed 1024 threads per block"
     tiles = {}
     for name, value in config.params.items():
-        m = _TILE_PARAM.match(name)
-        if m and isinstance(value, int):
-            tiles[m.group(3)] = value
+        dim = tile_dim(name)
+        if dim and isinstance(value, int):
+            tiles[dim] = value
     bm, bn, bk = tiles.get("M"), tiles.get("N"), tiles.get("K")
     if bm and bn:
         acc = bm * bn // (32 * config.num_warps)

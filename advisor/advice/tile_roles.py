@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import ast
 
-from advisor.advice.launch_rule import TILE_PARAM, LaunchRule
+from advisor.advice.grid_values import tile_dim
+from advisor.advice.launch_rule import LaunchRule
 from advisor.advice.operands import call_name, kernel_def
 
 _LOOP_CALLS = {"range", "static_range"}
@@ -119,7 +120,7 @@ def covering_tiles(fn, params: dict, rule: LaunchRule) -> set[str]:
     grid_tiles = {name for combo, _ in rule.axes for name, _ in combo}
     out = set()
     for name, value in params.items():
-        if not TILE_PARAM.match(name) or name in grid_tiles or not isinstance(value, int) or isinstance(value, bool):
+        if not tile_dim(name) or name in grid_tiles or not isinstance(value, int) or isinstance(value, bool):
             continue
         if not _loops_over(fn, name, constants={**dict(rule.launch.constexprs), **params}):  # None: unreadable
             out.add(name)
