@@ -66,6 +66,45 @@ def test_what_cannot_be_edited_safely_is_refused_with_its_line(tmp_path, block, 
     assert path.read_bytes() == before and not (tmp_path / "scale.py.bak").exists()
 
 
+NAMED = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def scale(x, y{param}):
+    BLOCK = 256{again}
+    grid = (triton.cdiv(x.numel(), BLOCK),)
+    scale_kernel[grid](x, y, x.numel(), BLOCK=BLOCK, num_warps=4)
+    return y
+'''
+
+
+def test_a_name_bound_once_to_the_literal_is_edited_where_it_is_bound(tmp_path):
+    """`BM = 4` ... `BM=BM` (a user's fp8 quantisation, RESULTS 51): the binding's literal is replaced, so the host's
+    grid, written from the same name, follows the new tile."""
+    path = tmp_path / "scale.py"
+    path.write_text(NAMED.format(param="", again=""))
+    before = path.read_bytes()
+    edit = plan_launch_literals(path, "scale_kernel", Config({"BLOCK": 256}, 4, 3), Config({"BLOCK": 1024}, 8, 3))
+    assert edit.after == before.replace(b"BLOCK = 256", b"BLOCK = 1024").replace(b"num_warps=4", b"num_warps=8")
+
+
+@pytest.mark.parametrize("param, again, says", [
+    (", BLOCK=256", "", "BLOCK is passed as `BLOCK`"),  # a parameter: the caller's choice
+    ("", "\n    if x.numel() < 4096:\n        BLOCK = 128", "BLOCK is passed as `BLOCK`"),  # bound twice
+])
+def test_a_name_bound_otherwise_is_refused(tmp_path, param, again, says):
+    path = tmp_path / "scale.py"
+    path.write_text(NAMED.format(param=param, again=again))
+    with pytest.raises(AdvisorError, match=says):
+        plan_launch_literals(path, "scale_kernel", Config({"BLOCK": 256}, 4, 3), Config({"BLOCK": 1024}, 8, 3))
+
+
 def test_a_file_without_the_launch_says_where_to_write_it(tmp_path):
     path = tmp_path / "only_kernel.py"
     path.write_text(HOST.split("def scale(")[0])

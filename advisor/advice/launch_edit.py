@@ -4,8 +4,10 @@ The config of a kernel without an autotune list or a config file lives in the ho
 that launch is one call in the kernel's file and every value the new config changes is written there as a
 literal keyword argument (`num_warps=4`, `BLOCK_SIZE=1024`), the edit replaces those literals and nothing else;
 `num_warps` / `num_stages` missing from the call (Triton's defaults, 4 and 3) are added as keywords before its
-closing parenthesis. Anything else is refused with the line to change by hand: a value passed through a
-variable (`BM=bm`: the host's own choice, perhaps an argument of its function), a launch written in several
+closing parenthesis. A value passed through a local name (`BM=BM`) is edited where the name gets it when the
+launching function binds that name once, as that literal (`BM = 4`), and nowhere else (no parameter, no other
+assignment): the host's grid, written from the same name, follows it. Anything else is refused with the line to
+change by hand: a name bound from an argument or bound twice (the host's own choice), a launch written in several
 places, or none found. Read with `advisor.advice.autotune_list.load_source` (byte offsets of the parsed
 source), written through `advisor.advice.edit` (atomic, with a backup, only if the file did not change).
 """
@@ -63,11 +65,12 @@ def plan_launch_literals(path: str | os.PathLike, kernel: str, current: Config, 
                 continue
             raise AdvisorError(f"{src.where(call)}: {name} is not a keyword of the launch of {kernel}; set "
                                f"{name}={value!r} there by hand")
-        if not (isinstance(kw.value, ast.Constant) and kw.value.value == old.get(name)
-                and type(kw.value.value) is type(old.get(name))):
+        literal = kw.value if _is_literal(kw.value, old.get(name)) else _bound_once(src.tree, call, kw.value,
+                                                                                   old.get(name))
+        if literal is None:
             raise AdvisorError(f"{src.where(kw.value)}: {name} is passed as `{src.text(kw.value)}`, not as the "
                                f"literal {old.get(name)!r}; set it to {value!r} there by hand (the host's value)")
-        replacements.append((src.start(kw.value), src.end(kw.value), repr(value)))
+        replacements.append((src.start(literal), src.end(literal), repr(value)))
     body = src.body
     if added:
         # After the last argument, before any space or newline that precedes the call's `)`.
@@ -81,6 +84,35 @@ def plan_launch_literals(path: str | os.PathLike, kernel: str, current: Config, 
     after = src.bom + body
     what = f"{kernel}'s launch at {src.where(call)}: {current.label()} -> {best.label()}"
     return Edit(path, src.data, after, digest(src.data), what)
+
+
+def _is_literal(node: ast.AST, value) -> bool:
+    return isinstance(node, ast.Constant) and node.value == value and type(node.value) is type(value)
+
+
+def _bound_once(tree: ast.Module, call: ast.Call, passed: ast.AST, value) -> ast.Constant | None:
+    """The literal `value` a local name passed to the launch was bound to, where the function that launches binds
+    the name exactly once, before the call, as `NAME = value` (`BM = 4` ... `BM=BM`); None otherwise (a parameter,
+    a second binding anywhere in the function, a loop or `with` target, a `global`: the host's own choice)."""
+    if not isinstance(passed, ast.Name):
+        return None
+    name = passed.id
+    functions = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                 and f.lineno <= call.lineno <= (f.end_lineno or f.lineno)]
+    if not functions:
+        return None
+    fn = max(functions, key=lambda f: f.lineno)  # the innermost
+    args = fn.args
+    if name in {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}:
+        return None
+    stores = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+    declared = any(isinstance(n, ast.Global | ast.Nonlocal) and name in n.names for n in ast.walk(fn))
+    if len(stores) != 1 or declared:
+        return None
+    assign = next((n for n in ast.walk(fn) if isinstance(n, ast.Assign) and n.targets == [stores[0]]), None)
+    if assign is None or assign.lineno >= call.lineno or not _is_literal(assign.value, value):
+        return None
+    return assign.value
 
 
 def _splats(call: ast.Call) -> bool:
