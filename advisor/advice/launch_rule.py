@@ -40,12 +40,14 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
-from advisor.advice.grid_values import explain_by_value
+from advisor.advice.grid_values import TILE_WORDS, explain_by_value
 from advisor.advice.operands import axis_arg
 from ceilings import pysource
 from ceilings.launch import Config, Launch, TensorArg
 
-TILE_PARAM = re.compile(r"^(BLOCK|TILE)(_SIZE)?_([A-Z0-9]+)$")
+# The grid's rule reads only the long names (BLOCK_X, BLOCK_SIZE_X, TILE_X): the first of grid_values' tile words;
+# the short ones (BX, X_BLOCK) are explained by value there.
+TILE_PARAM = TILE_WORDS[0]
 SIZE_SPELLINGS = ("{x}", "n_{x}", "size_{x}", "{x}_size", "n{x}")
 
 
@@ -103,7 +105,7 @@ def named_tiles(launch: Launch, spellings: Sequence[str] = SIZE_SPELLINGS) -> li
         m = TILE_PARAM.match(name)
         if not m or not isinstance(value, int) or value <= 0:
             continue
-        x = m.group(3).lower()
+        x = m.group(1).lower()
         for spelling in spellings:
             if lower.get(spelling.format(x=x), 0) > 0:
                 out.append((name, lower[spelling.format(x=x)]))
@@ -126,7 +128,7 @@ def padded_sizes(launch: Launch, skip: set[str] = frozenset()) -> list[PaddedSiz
         m = TILE_PARAM.match(tile)
         if not m or tile in skip or not isinstance(t, int) or t <= 1:
             continue
-        letter = m.group(3).lower()
+        letter = m.group(1).lower()
         candidates = []
         for name, s0 in scalars.items():
             named = name.lower().endswith(letter)
@@ -358,7 +360,7 @@ def walked_tiles(kernel: ast.FunctionDef | None, launch: Launch, spellings: Sequ
         m = TILE_PARAM.match(name)
         if not m:
             continue
-        sizes = {spelling.format(x=m.group(3).lower()) for spelling in spellings}
+        sizes = {spelling.format(x=m.group(1).lower()) for spelling in spellings}
         for args in loops:
             stepped = len(args) >= 3 and {n.lower() for n in args[1]} & sizes and name in args[2]
             counted = any({n.lower() for n in a} & sizes and name in a for a in args)
