@@ -157,20 +157,22 @@ def _is_jit(obj) -> bool:
     return isinstance(_unwrap(obj), JITFunction)
 
 
-def load_module(path: str | os.PathLike, gpu: str | None = None):
+def load_module(path: str | os.PathLike, gpu: str | None = None, source: str | None = None):
     """A kernel file as a module, opened the same way on every machine: its top-level statements run
     one at a time with a stand-in GPU driver and tensors without data (`ceilings.standin`), so a file
     that asks the GPU things at import time, or checks itself by launching its kernels, opens here too.
     Statements that fail are skipped and listed in `module.__advisor_skipped__`. The driver answers
     for `gpu` (default the H100); a file opened for another GPU is another module, since its
-    top-level code may size things from the device's answers."""
+    top-level code may size things from the device's answers. `source`: the file's text as edited (the host code
+    with another config written in, `advisor.capture.call.relauncher`), run in the file's place as another module."""
     from ceilings import standin
 
     path = Path(path)
     if not path.is_file():
         raise AdvisorError(f"kernel file {path} does not exist; give the path of a Python file with Triton kernels")
+    edited = source is not None
     try:
-        source = path.read_text()
+        source = source if edited else path.read_text()
         compile(source, str(path), "exec")
     except SyntaxError as exc:
         raise AdvisorError(f"{path}:{exc.lineno}: syntax error ({exc.msg}); fix the file first") from None
@@ -178,6 +180,8 @@ def load_module(path: str | os.PathLike, gpu: str | None = None):
         raise AdvisorError(f"kernel file {path} cannot be read ({exc.__class__.__name__})") from None
     spec = standin.gpu_spec(gpu)
     key = str(path.resolve()) + ("" if spec == standin.gpu_spec(None) else f"@{spec.name}")
+    if edited:
+        key += "#" + hashlib.sha1(source.encode()).hexdigest()
     name = "_advisor_kernel_" + hashlib.sha1(key.encode()).hexdigest()[:12]
     # One load at a time: it swaps sys.stdout and os.environ for the whole process, and two threads whose
     # swaps interleave leave sys.stdout on one's StringIO for good (a check's log lost every line after

@@ -20,7 +20,7 @@ from itertools import product
 
 import numpy as np
 
-from advisor.advice.grid_values import one_d_tile, tile_dim
+from advisor.advice.grid_values import SWIZZLE_GROUP, one_d_tile, tile_dim
 from ceilings.launch import Config
 
 
@@ -45,7 +45,10 @@ def _knob_values(name: str, value) -> list:
         # none (a few heads or rows per program), so it may be halved too.
         low = 16 if value >= 16 else 1
         return [v for v in (value // 2, value, value * 2) if low <= v <= max(top, value)] or [value]
-    if name.startswith("GROUP"):
+    if SWIZZLE_GROUP.match(name):
+        # Only a program-order group (GROUP_SIZE_M, GROUP_M) is a tuning knob: it reorders the programs and leaves
+        # the result alone. A bare GROUP / GROUP_SIZE is as often the data's own (a quantisation group that sets
+        # which scale a weight takes), and changing it changes what the kernel computes.
         return [v for v in (value // 2, value, value * 2) if v >= 1]
     return [value]
 

@@ -222,8 +222,10 @@ class LaunchSubject(Subject):
         config where the caller knows it (the autotune hook's grid callable); otherwise it, the padded size
         arguments and the buffers sized by them are inferred from the launch (advisor.advice.launch_rule).
         `relaunch`: config -> the launch the program makes with it (a captured call re-run per config:
-        grid functions and heuristics see the config), used unless the launch has padded sizes, which
-        host code derives from its own config before the launch and a re-run cannot change. `declared`:
+        grid functions and heuristics see the config). Where the launch has padded sizes, which host code
+        derives from its own config before the launch, only a re-run of the host with the config written in
+        (`relaunch(config, edited_only=True)`: literals or names bound once, as `advisor apply` edits them) is
+        taken; an override of the kernel's meta-parameters alone cannot change them. `declared`:
         the autotune list as the file writes it, where `space` holds the captured configs (which carry the
         host's constexprs too): the parameters it does not set are the host's (`host_params`)."""
         from ceilings.compile import load_kernel
@@ -256,7 +258,7 @@ class LaunchSubject(Subject):
         self._ceilings: dict[Config, Ceiling] = {}
         self.notes: list[str] = self.rule.notes() if grid is None else []
         self.variants = dict(variants or {})
-        self.relaunch = relaunch if not self.rule.padded else None
+        self.relaunch = relaunch
         self._relaunched: dict[Config, Launch | None] = {}
         self._covering: set[str] | None = None  # tiles kept as launched: found on the first space()
         self._picked: list[Config] | None = None  # the model-guided pick: made once (it compiles), noted once
@@ -273,14 +275,25 @@ class LaunchSubject(Subject):
     def launch_for(self, config: Config) -> Launch:
         if config in self.variants:
             return self.variants[config]
-        if self.relaunch is not None and config != self.current:
-            if config not in self._relaunched:
-                self._relaunched[config] = self._host_grid_checked(self.relaunch(config), config)
-            if self._relaunched[config] is not None:
-                return self._relaunched[config]
+        relaunched = self._host_launch(config)
+        if relaunched is not None:
+            return relaunched
         made = self.rule(config)
         made = made if self.grid == self.rule.grid else dataclasses.replace(made, grid=self.grid(config))
         return self._with_heuristics(made, config)
+
+    def _host_launch(self, config: Config) -> Launch | None:
+        """The launch the host code makes with `config` (its re-run, `relaunch`); None where there is none."""
+        if self.relaunch is None or config == self.current:
+            return None
+        if config not in self._relaunched:
+            # The host re-run with the config written in (as `advisor apply` would) is the host's own answer: its
+            # grid and padded sizes stand. Else only the kernel's meta-parameters were overridden at the launch.
+            again = self.relaunch(config, edited_only=True)
+            if again is None and not self.rule.padded:
+                again = self._host_grid_checked(self.relaunch(config), config)
+            self._relaunched[config] = again
+        return self._relaunched[config]
 
     def _host_grid_checked(self, relaunched: Launch | None, config: Config) -> Launch | None:
         """A re-run of the host code whose grid did not move although the launch rule says this config's grid
@@ -477,7 +490,11 @@ class LaunchSubject(Subject):
         value = self.current[tile]
         if self.relaunch is None or not isinstance(value, int) or isinstance(value, bool) or value < 2:
             return set()
-        probe, grid = self.launch_for(self.current.replace(**{tile: value // 2})).grid, self.launch.grid
+        probe_config = self.current.replace(**{tile: value // 2})
+        again = self.variants.get(probe_config) or self._host_launch(probe_config)
+        if again is None:
+            return set()
+        probe, grid = again.grid, self.launch.grid
         shared = min(len(probe), len(grid))
         return {i for i in range(max(len(probe), len(grid))) if i >= shared or probe[i] != grid[i]}
 
@@ -502,7 +519,8 @@ class LaunchSubject(Subject):
             # A re-run of the host code settles it where its grid moves with the config; one whose grid stays
             # may size it from values of its own (`grid = (cdiv(seqlen, block_m), ...)` with the host's block_m),
             # which the re-run's override of the kernel's constexprs does not reach.
-            if unknown and (self.relaunch is None or self.launch_for(config).grid == self.launch.grid):
+            again = self._host_launch(config) if unknown else None
+            if unknown and (again is None or again.grid == self.launch.grid):
                 return unknown
         compiled = self._compiled.get(config)
         if compiled is None and config == self.current:  # compiled for its ceiling in any case

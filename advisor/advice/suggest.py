@@ -157,10 +157,18 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
 
         captured = capture_call(path, call, gpu_name, written=stored_outputs)
 
+        from advisor.advice.launch_edit import plan_launch_literals
+
         def relaunch(i: int):
             name = captured.launches[i].kernel
             occurrence = sum(1 for launch in captured.launches[:i] if launch.kernel == name)
-            return relauncher(path, call, gpu_name, name, occurrence, stored_outputs)
+            current = captured.launches[i].config
+
+            def edited(config):  # the host code with the config written in, as `advisor apply` would write it
+                if config == current:
+                    raise AdvisorError("the captured config")
+                return plan_launch_literals(path, name, current, config).after.decode()
+            return relauncher(path, call, gpu_name, name, occurrence, stored_outputs, edited)
 
         return trace_subjects(f"--call {call!r}", gpu, None, kernel, calibrated, trace=captured, relaunch=relaunch)
     if trace:

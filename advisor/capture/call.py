@@ -161,18 +161,19 @@ def _failure_site(exc: BaseException, path: Path) -> tuple[str, bool]:
 
 
 def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
-                 override: tuple[str, dict] | None = None, written=None) -> Trace:
+                 override: tuple[str, dict] | None = None, written=None, source: str | None = None) -> Trace:
     """The trace of the launches `call` makes, evaluated against the kernel file at `path`. `override`:
     (kernel, meta-parameters and num_warps/num_stages) its launches take instead of the host code's.
     `written`: which arguments a kernel may store into (`advisor.advice.stores.stored_outputs`), so that a
-    launch not run forgets only those tensors' contents (`advisor.capture.nogpu`)."""
+    launch not run forgets only those tensors' contents (`advisor.capture.nogpu`). `source`: the file's text edited
+    (`relauncher`), run in its place."""
     from ceilings import standin
     from ceilings.compile import load_module, running_file_code
 
     path = Path(path).resolve()
     tree = parse_call(call)
     spec = standin.gpu_spec(gpu)
-    module = load_module(path, spec.name)
+    module = load_module(path, spec.name, source)
     namespace = {**vars(module), **helpers()}
     _check_names(tree, namespace, module, call, path)
     rec = NoGPURecorder("", spec.name)
@@ -211,16 +212,33 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
     return trace_of_capture(data, path.parent, [str(path), "--call", call], Path(os.devnull)).trace
 
 
-def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str, occurrence: int, written=None):
+def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str, occurrence: int, written=None,
+               edited=None):
     """config -> the launch the call makes of `kernel` (its `occurrence`-th launch) when that kernel is
     launched with the config: the host code re-run per config, so grids and arguments that follow the
-    meta-parameters follow them. None where the re-run fails or launches it otherwise."""
-    def launch_of(config):
-        try:
-            trace = capture_call(path, call, gpu, (kernel, {**config.params, "num_warps": config.num_warps,
-                                                            "num_stages": config.num_stages}), written)
-        except AdvisorError:
+    meta-parameters follow them. None where the re-run fails or launches it otherwise.
+
+    `edited`: config -> the file's text with the config written into its host code (as `advisor apply` writes it:
+    literals at the launch, or a name the launching function binds once, `BLOCK_H = 8; grid = (n, cdiv(heads,
+    BLOCK_H))`), raising AdvisorError where it is not written so. The re-run is then of that text, so a grid and
+    sizes the host computes from its own bindings follow the config as they would once applied. Else, and where
+    the edited text does not run, the kernel's meta-parameters are overridden at its launch."""
+    def launch_of(config, edited_only: bool = False):
+        """`edited_only`: None unless the host code could be re-run with the config written in."""
+        meta = (kernel, {**config.params, "num_warps": config.num_warps, "num_stages": config.num_stages})
+        trace = None
+        if edited is not None:
+            try:
+                trace = capture_call(path, call, gpu, meta, written, source=edited(config))
+            except (AdvisorError, UnicodeDecodeError):
+                trace = None
+        if trace is None and edited_only:
             return None
+        if trace is None:
+            try:
+                trace = capture_call(path, call, gpu, meta, written)
+            except AdvisorError:
+                return None
         mine = [launch for launch in trace.launches if launch.kernel == kernel]
         return mine[occurrence] if occurrence < len(mine) and mine[occurrence].config == config else None
     return launch_of
