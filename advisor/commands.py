@@ -551,8 +551,8 @@ def _restore(written) -> None:
 
 def _verify(advices, written, min_speedup: float) -> int:
     """Measure each changed launch with its old and new config; restore the files if any is slower or wrong."""
-    from advisor.advice.search import record_timings
-    from advisor.measure.timing import MeasurementError
+    from advisor.advice.search import record_timings, record_wrong
+    from advisor.measure.timing import MeasurementError, WrongResult
 
     bad = []
     for a in advices:
@@ -563,6 +563,8 @@ def _verify(advices, written, min_speedup: float) -> int:
         try:
             after = run(a.best.config)
         except MeasurementError as exc:
+            if isinstance(exc, WrongResult):  # not suggested again for this launch on this GPU
+                record_wrong(a.subject, a.best.config)
             bad.append(f"{a.subject.label}: {exc}")
             continue
         record_timings(a.subject, [(a.current, before), (a.best, after)])

@@ -224,3 +224,36 @@ def test_an_autotuned_launch_is_calibrated_from_the_config_the_autotuner_picks(c
     assert pick != subject.current  # the recorded first is not what runs
     steps = sweep(subject, count=3, measure=lambda config: 10.0)
     assert steps[0][0] == pick
+
+
+def test_a_config_that_computed_another_result_is_never_suggested_nor_its_warps_and_stages_twins(cache):
+    """`calibrate --kernel` timed an int4 GEMV's K tile past its quantisation group, which computes another result,
+    and the `suggest` after it named a config with the same tiles and other stages (RESULTS 52): what the GPU said
+    of a config's result is kept with its timings, and every config of its meta-parameters is pruned."""
+    from advisor.advice.search import search
+    from advisor.advice.suggest import subjects_for
+    from advisor.measure.timing import WrongResult
+
+    call = "w8_matmul(randn(16, 512, bf16), randint(-128, 127, (512, 1024), i8), randn(1024, f32))"
+    (subject,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call, gpu=resolve_gpu("h100"))
+    bad: list[dict] = []
+
+    def run(config):  # the GPU: the first config other than the launch's own computes another result
+        if config != subject.current and not bad:
+            bad.append(dict(config.params))
+        if bad and config.params == bad[0]:
+            raise WrongResult(f"{config.label()}: OUT differs from the reference")
+        return 10.0
+
+    steps = sweep(subject, 3, measure=run)
+    assert bad and all(c.params != bad[0] for c, _, _ in steps)  # the sweep met it and went on
+    (again,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call, gpu=resolve_gpu("h100"))
+    twins = [c for c in again.space() if c.params == bad[0]]
+    assert len(twins) > 1  # other num_warps / num_stages with the same tiles are in the space
+    advice = search(again, confirm=False)
+    assert all(c.config.params != bad[0] for c in advice.ranked)
+    assert any("computes another result" in why for why in advice.pruned), advice.pruned
+    stored = kc.KernelTimings.load("benchmarks/user_kernels/w8_gemm.py", subject.kernel, subject.spec.name)
+    assert all(stored.gave_wrong(c.to_dict(), subject.label) is not None for c in twins)
+    assert stored.gave_wrong(subject.current.to_dict(), subject.label) is None
+    assert stored.gave_wrong(twins[0].to_dict(), "another launch") is None

@@ -214,3 +214,24 @@ def test_timings_on_made_up_control_data_are_flagged():
     assert made_up_control_data(SimpleNamespace(launch=known), SimpleNamespace(ceiling=exits)) == []
     plain = SimpleNamespace(notes=["warm L2: ..."])
     assert made_up_control_data(SimpleNamespace(launch=launch), SimpleNamespace(ceiling=plain)) == []
+
+
+def test_a_config_that_computes_another_result_takes_its_warps_and_stages_twins_out_of_the_timing():
+    """An int4 GEMV's K tile past its quantisation group computes another result under every num_warps and
+    num_stages; the fresh set of RESULTS 52 spent `--measure 4`'s attempts on such twins. Once one is found
+    wrong, its twins are not timed and do not use up the attempts."""
+    from advisor.measure.timing import WrongResult
+
+    twin = B.replace(num_warps=8)
+    subject = Scripted({A: 10.0, B: 5.0, twin: 5.1, C: 9.0, D: 9.5}, A, measured={A: 10.0, C: 9.5, D: 8.0})
+
+    def run(config):
+        subject.runs.append(config)
+        if config.params == B.params:
+            raise WrongResult(f"scripted {config.label()}: out differs from the reference")
+        return subject.measured[config]
+
+    subject.measurer = lambda: run
+    advice = search(subject, confirm=False, model=MODEL, measure=2)
+    assert subject.runs == [A, B, C, D, A]  # the twin was never run
+    assert advice.best.config == D

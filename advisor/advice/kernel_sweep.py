@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from advisor.advice.search import Candidate, Subject, record_timings
+from advisor.advice.search import Candidate, Subject, record_timings, record_wrong
 from advisor.model.kernel_calibration import spread_pick
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
@@ -60,17 +60,19 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
     measured us) per step. `measure`: config -> us (default: the subject's measurer, on a GPU)."""
     if not MIN_CONFIGS <= count <= MAX_CONFIGS:
         raise AdvisorError(f"--configs {count}: give {MIN_CONFIGS} to {MAX_CONFIGS} configs to time per launch")
-    from advisor.measure.timing import MeasurementError
+    from advisor.measure.timing import MeasurementError, WrongResult
 
     run = measure or subject.measurer()
     feasible = [c for c in dict.fromkeys([subject.current, *subject.space()])
                 if config_problem(c, subject.spec, subject.precheck) is None]
     timed: set[Config] = set()
+    wrong: list[dict] = []
     out = []
     for _attempt in range(count * 2):  # configs that fail to run do not count, up to as many again
         if len(out) >= count:
             break
-        candidates = [c for c in subject.predict(feasible) if c.ceiling.ctas_per_sm > 0]
+        candidates = [c for c in subject.predict(feasible)
+                      if c.ceiling.ctas_per_sm > 0 and c.config.params not in wrong]
         pick = next_config(candidates, timed, reference(subject, candidates), len(out))
         if pick is None:
             break
@@ -78,6 +80,9 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
         try:
             us = run(pick.config)
         except MeasurementError as exc:
+            if isinstance(exc, WrongResult):  # its warps and stages twins compute the same: not timed either
+                record_wrong(subject, pick.config)
+                wrong.append(pick.config.params)
             if progress:
                 progress(f"{subject.label}: {pick.config.label()} not timed ({exc})")
             continue

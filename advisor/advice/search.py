@@ -285,6 +285,27 @@ def record_timings(subject: Subject, timed: Sequence[tuple[Candidate, float]]) -
         timings.save()
 
 
+def record_wrong(subject: Subject, config: Config) -> None:
+    """Keep that `config` computed another result than the launch's own config when timed (`wrong_result`)."""
+    timings = kernel_timings(subject)
+    if timings is None:
+        return
+    timings.add_wrong(config.to_dict(), subject.label)
+    with contextlib.suppress(OSError):
+        timings.save()
+
+
+def wrong_result(subject: Subject, config: Config, timings=None) -> str | None:
+    """Why `config` is no candidate when a config of its meta-parameters computed another result at this launch
+    on this GPU (`KernelTimings.gave_wrong`), else None."""
+    timings = timings if timings is not None else kernel_timings(subject)
+    found = timings.gave_wrong(config.to_dict(), subject.label) if timings is not None else None
+    if found is None:
+        return None
+    return (f"computes another result than the launch's own config: {Config.from_dict(found['config']).label()} "
+            f"did when timed on {subject.spec.name} ({found['date']}), and num_warps / num_stages do not change it")
+
+
 def timings_of(timed):
     return [(c, us) for c, us in timed if us is not None and math.isfinite(us) and c.ceiling.ceiling_us > 0]
 
@@ -317,8 +338,10 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
     space = list(dict.fromkeys([*subject.space(), *timed_configs(subject)]))
     pruned: Counter = Counter()
     feasible = []
+    stored = kernel_timings(subject)
     for config in space:
-        why = config_problem(config, subject.spec, subject.precheck)
+        why = (wrong_result(subject, config, stored) if config != subject.current else None) or \
+            config_problem(config, subject.spec, subject.precheck)
         if why:
             pruned[_short(why)] += 1
         else:
@@ -441,6 +464,8 @@ def rerank_untimed(subject: Subject, untimed: Sequence[Config], timed: Sequence[
     """The configs not timed, re-predicted with the timings just kept: a note when one of them is now
     predicted faster than the best measured (worth timing next)."""
     best = min((c.measured_us for c in timed if c.measured_us is not None), default=None)
+    stored = kernel_timings(subject)  # configs found to compute another result are no lead to time
+    untimed = [c for c in untimed if stored is None or wrong_result(subject, c, stored) is None]
     if best is None or not untimed:
         return []
     again = sorted(subject.predict(list(untimed)[:64], model), key=lambda c: c.predicted_us)

@@ -10,7 +10,9 @@ RESULTS section 28); so did a variant that spent one step on the lowest-ceiling 
 there is no such step.
 
 A config that fails to run or gives another result is left out with a note and does not count; as many
-again may be tried. Timings of microsecond launches differ by a few percent from one run to the next,
+again may be tried. One that gives another result is kept with the kernel's timings (`search.record_wrong`), and
+configs of its meta-parameters under other num_warps / num_stages are not tried (they compute the same).
+Timings of microsecond launches differ by a few percent from one run to the next,
 so when the two fastest are within RETIME_WITHIN of each other both are timed again and each keeps its
 faster time: a 2% call is made on two timings each, not one.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from advisor.advice.search import Advice, Candidate, Subject, _short, record_timings
+from advisor.advice.search import Advice, Candidate, Subject, _short, record_timings, record_wrong
 from ceilings.launch import Config
 
 RETIME_WITHIN = 1.04   # the two fastest closer than this are timed again (the noise of one timing: RESULTS 21)
@@ -43,7 +45,7 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
                  run: Callable[[Config], float], confirm: bool, model=None) -> list[Candidate]:
     """Time the current config and `count` others of `ranked` (module docstring); the timed candidates,
     fastest first. Wrong or failed configs are counted in `advice.pruned` with a note."""
-    from advisor.measure.timing import MeasurementError
+    from advisor.measure.timing import MeasurementError, WrongResult
 
     timed: list[Candidate] = []
     if current.measured_us is None and math.isfinite(current.predicted_us):
@@ -52,11 +54,13 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
         record_timings(subject, [(current, current.measured_us)])
     pool = [c for c in ranked[:POOL] if c.config != current.config]
     tried: set[Config] = set()
+    wrong: list[dict] = []
     others = 0
     for _attempt in range(2 * count):  # configs that fail do not count, up to as many again
         if others >= count:
             break
-        left = [c for c in pool if c.config not in tried]
+        # a config whose meta-parameters computed another result here does again under any warps or stages
+        left = [c for c in pool if c.config not in tried and c.config.params not in wrong]
         if not left:
             break
         # re-predicted with the timings stored so far: the kernel's correction re-ranks what is left
@@ -73,6 +77,9 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
         try:
             cand.measured_us = run(cand.config)
         except MeasurementError as exc:  # a wrong result or a failed launch: that config, not the command
+            if isinstance(exc, WrongResult):
+                record_wrong(subject, cand.config)
+                wrong.append(cand.config.params)
             advice.pruned["did not reproduce the current config's result, or failed, when measured"] += 1
             advice.notes.append(f"{exc} (left out of the measured configs)")
             continue

@@ -103,13 +103,13 @@ def check_outputs(work: dict, reference: dict, noise: dict, tol: float, what: st
             continue  # the launch's own config gives another result each run: nothing to hold a config to
         if not t.dtype.is_floating_point:
             if own == 0.0 and not torch.equal(t, reference[name]):
-                raise measure.MeasurementError(f"{what}: {name} differs from the reference config's result; "
+                raise measure.WrongResult(f"{what}: {name} differs from the reference config's result; "
                                                "not timed")
             continue
         limit = max(tol, 4 * own)  # a kernel that is not bit-stable gets its own spread, with margin
         err = _finite_error(t, reference[name])
         if not err <= limit:
-            raise measure.MeasurementError(f"{what}: {name} differs from the reference: relative error "
+            raise measure.WrongResult(f"{what}: {name} differs from the reference: relative error "
                                            f"{err:.3g} > {limit:g}; the config produces a wrong result and is "
                                            "not timed")
 

@@ -22,6 +22,10 @@ class MeasurementError(AdvisorError):
     """A launch could not be timed: wrong output, no GPU, or a failed launch."""
 
 
+class WrongResult(MeasurementError):
+    """The config ran and computed another result than the reference (the launch's own config)."""
+
+
 @dataclass(frozen=True)
 class Timing:
     us: float                 # median time per launch, microseconds
@@ -65,7 +69,7 @@ def relative_error(out, ref) -> float:
 def check_output(out, ref, tol: float, what: str = "output") -> float:
     err = relative_error(out, ref)
     if not err <= tol:
-        raise MeasurementError(f"{what} differs from the reference: relative error {err:.3g} > {tol:g}; "
+        raise WrongResult(f"{what} differs from the reference: relative error {err:.3g} > {tol:g}; "
                                "the config produces a wrong result and is not timed")
     return err
 

@@ -124,10 +124,12 @@ def fit(points: list[Point], slope_on_ceiling: bool = False) -> Correction | Non
 
 
 class KernelTimings:
-    """The stored timings of one kernel on one GPU."""
+    """The stored timings of one kernel on one GPU, and the configs that computed another result than the launch's
+    own when timed (`wrong`: {"config", "launch", "date"})."""
 
     def __init__(self, key: str, gpu: str, points: list[Point] | None = None, folder: Path | None = None):
         self.key, self.gpu, self.points = key, gpu, list(points or [])
+        self.wrong: list[dict] = []
         self.path = (folder or cache_home()) / "kernels" / _safe(gpu) / f"{key}.json"
 
     @classmethod
@@ -136,8 +138,9 @@ class KernelTimings:
         try:
             data = json.loads(found.path.read_text())
             found.points = [Point(**p) for p in data.get("points", [])]
-        except (OSError, ValueError, TypeError):  # none yet, or a damaged file: start afresh
-            found.points = []
+            found.wrong = [dict(w) for w in data.get("wrong", []) if isinstance(w.get("config"), dict)]
+        except (OSError, ValueError, TypeError, AttributeError):  # none yet, or a damaged file: start afresh
+            found.points, found.wrong = [], []
         return found
 
     def add(self, config: dict, launch: str, ceiling_us: float, model_log_ratio: float, measured_us: float) -> None:
@@ -148,12 +151,31 @@ class KernelTimings:
         self.points.append(Point(dict(config), launch, float(ceiling_us), float(model_log_ratio), float(measured_us),
                                  dt.date.today().isoformat()))
 
+    def add_wrong(self, config: dict, launch: str) -> None:
+        """`config` computed another result than the launch's own config at `launch` when timed."""
+        if self.gave_wrong(config, launch) is None:
+            self.wrong.append({"config": dict(config), "launch": launch, "date": dt.date.today().isoformat()})
+
+    def gave_wrong(self, config: dict, launch: str) -> dict | None:
+        """The stored config with `config`'s meta-parameters (num_warps and num_stages aside) that computed another
+        result at `launch`, else None. num_warps and num_stages choose how the same program runs, not what it
+        computes (a kernel without races gives the same result under any of them), so a wrong result under one
+        is wrong under all; the meta-parameters themselves can change the program (a K tile past a quantisation
+        group applies one scale where the data has two)."""
+        meta = {k: v for k, v in config.items() if k not in ("num_warps", "num_stages")}
+        for w in self.wrong:
+            if w.get("launch") == launch and {k: v for k, v in w["config"].items()
+                                              if k not in ("num_warps", "num_stages")} == meta:
+                return w
+        return None
+
     def save(self) -> Path:
         from ceilings.files import atomic_write
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, (json.dumps({"kernel": self.key, "gpu": self.gpu,
-                                             "points": [asdict(p) for p in self.points]}, indent=1) + "\n").encode())
+                                             "points": [asdict(p) for p in self.points], "wrong": self.wrong},
+                                            indent=1) + "\n").encode())
         return self.path
 
     def measured(self, config: dict, launch: str) -> float | None:
