@@ -130,7 +130,10 @@ def device(args) -> None:
         if launch:
             row["measured_pick"] = {"config": launch["best"]["config"], "label": launch["best"]["label"],
                                     "us": launch["best"].get("measured_us"),
-                                    "current_us": launch["current"].get("measured_us")}
+                                    "current_us": launch["current"].get("measured_us"),
+                                    # what the run timed and why it stopped there, to read a miss afterwards
+                                    "ranked": [[c["label"], c.get("measured_us"), c.get("predicted_us")]
+                                               for c in launch["ranked"]], "notes": launch.get("notes", [])}
         else:
             row["measured_pick"] = {"error": doc.get("error", "no launch")}
         rows.append(row)
@@ -178,8 +181,11 @@ def calibrated(args) -> None:
         subject = next(s for s in subjects_for(entry["file"], call=entry["call"]) if s.label == entry["launch"])
         measure = subject.measurer()
         row["current_us"] = round(measure(Config.from_dict(entry["current"])), 3)
-        row["named_us"] = row["current_us"] if row["named"] == entry["current"] else \
-            round(measure(Config.from_dict(row["named"])), 3)
+        try:
+            row["named_us"] = row["current_us"] if row["named"] == entry["current"] else \
+                round(measure(Config.from_dict(row["named"])), 3)
+        except Exception as exc:  # noqa: BLE001 - a named config that computes another result is a row, not a stop
+            row["named_us"], row["named_error"] = None, f"{type(exc).__name__}: {exc}"[:300]
         before = earlier.get((entry["call"], entry["launch"]))
         if before:
             times = [t["us"] for t in before["timed"] if "us" in t]
