@@ -104,14 +104,14 @@ def check_outputs(work: dict, reference: dict, noise: dict, tol: float, what: st
         if not t.dtype.is_floating_point:
             if own == 0.0 and not torch.equal(t, reference[name]):
                 raise measure.WrongResult(f"{what}: {name} differs from the reference config's result; "
-                                               "not timed")
+                                          "not timed")
             continue
         limit = max(tol, 4 * own)  # a kernel that is not bit-stable gets its own spread, with margin
         err = _finite_error(t, reference[name])
         if not err <= limit:
             raise measure.WrongResult(f"{what}: {name} differs from the reference: relative error "
-                                           f"{err:.3g} > {limit:g}; the config produces a wrong result and is "
-                                           "not timed")
+                                      f"{err:.3g} > {limit:g}; the config produces a wrong result and is "
+                                      "not timed")
 
 
 SAMPLE_US = 1000.0        # the least GPU time one timed sample (a graph replay) should hold

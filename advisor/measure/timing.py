@@ -70,7 +70,7 @@ def check_output(out, ref, tol: float, what: str = "output") -> float:
     err = relative_error(out, ref)
     if not err <= tol:
         raise WrongResult(f"{what} differs from the reference: relative error {err:.3g} > {tol:g}; "
-                               "the config produces a wrong result and is not timed")
+                          "the config produces a wrong result and is not timed")
     return err
 
 
