@@ -223,15 +223,19 @@ def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str,
     BLOCK_H))`), raising AdvisorError where it is not written so. The re-run is then of that text, so a grid and
     sizes the host computes from its own bindings follow the config as they would once applied. Else, and where
     the edited text does not run, the kernel's meta-parameters are overridden at its launch."""
+    # config -> the edited re-run's trace, None where there is none: a caller asking `edited_only` first and then
+    # for any re-run (`LaunchSubject._host_launch`) does not edit and run the file twice.
+    from_edit: dict = {}
+
     def launch_of(config, edited_only: bool = False):
         """`edited_only`: None unless the host code could be re-run with the config written in."""
         meta = (kernel, {**config.params, "num_warps": config.num_warps, "num_stages": config.num_stages})
-        trace = None
-        if edited is not None:
+        if edited is not None and config not in from_edit:
             try:
-                trace = capture_call(path, call, gpu, meta, written, source=edited(config))
+                from_edit[config] = capture_call(path, call, gpu, meta, written, source=edited(config))
             except (AdvisorError, UnicodeDecodeError):
-                trace = None
+                from_edit[config] = None
+        trace = from_edit.get(config)
         if trace is None and edited_only:
             return None
         if trace is None:
