@@ -310,11 +310,10 @@ def predict(out: Path, bandwidth_tbs: float) -> dict:
 
 def target_device(dry: bool) -> str:
     """"cuda", or for a dry run "cpu" with Triton's interpreter patched for bf16 (it multiplies bf16 bit
-    patterns unless patched: tests/interpreter_bf16.py says why)."""
+    patterns unless patched: advisor/capture/interpreter_bf16.py says why)."""
     if not dry:
         return "cuda"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    import interpreter_bf16
+    from advisor.capture import interpreter_bf16
 
     interpreter_bf16.install()
     return "cpu"

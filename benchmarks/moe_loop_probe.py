@@ -304,8 +304,7 @@ def main(argv=None) -> int:
     if args.dry_run:
         K_STEPS, M_BLOCKS, N_BLOCKS = (32, 64), 1, 2
         doc["k_steps"] = list(K_STEPS)
-        sys.path.insert(0, str(ROOT / "tests"))
-        import interpreter_bf16  # the CPU interpreter's bf16 dot needs the tests' patch
+        from advisor.capture import interpreter_bf16  # the CPU interpreter's bf16 dot needs the patch
 
         interpreter_bf16.install()
         jobs = [(v, s) for v in variants for s in [(16, 32, 32, 4, 2), (32, 64, 32, 4, 2)]]

@@ -29,7 +29,7 @@ if not HAS_CUDA:
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
-import interpreter_bf16  # noqa: E402  (needs sys.path above)
+from advisor.capture import interpreter_bf16  # noqa: E402  (needs sys.path above)
 
 if INTERPRETED:
     interpreter_bf16.install()
@@ -63,3 +63,6 @@ def _kernel_timings_of_this_test(tmp_path_factory, monkeypatch):
     """Timings the advisor keeps per kernel (advisor.model.kernel_calibration) go to a folder of each
     test: a developer's own cache, or another test's fake timings, never change what a test predicts."""
     monkeypatch.setenv("TRITON_ADVISOR_CACHE", str(tmp_path_factory.mktemp("advisor-cache")))
+    # The search's check of a proposed config in Triton's interpreter (advisor.advice.result_check) starts a
+    # child per search: off for the suite's searches; tests/test_result_check.py runs it with its own limits.
+    monkeypatch.setenv("TRITON_ADVISOR_INTERPRET_S", "0")

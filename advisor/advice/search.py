@@ -195,7 +195,12 @@ class Advice:
         notes += [n for cand in (self.current, self.best) for n in cand.notes if is_knob_note(n)]
         # the autotuner's pick changes what "current" means: said first, where a short report shows it
         picks = [n for n in self.notes if n.startswith(AUTOTUNED_NOTE)]
-        return [n for n in dict.fromkeys(picks + notes + self.notes) if n != self.cannot_run]
+        # what Triton's interpreter said of the suggested config, and of configs it found computing another
+        # result, next: whether the advice can be applied at all comes before how sure its numbers are
+        checked = [n for n in self.notes if INTERPRETED_OTHER in n]
+        if self.best.config != self.current.config:
+            checked = [n for n in self.best.notes if n.startswith(INTERPRETED_NOTES)][:1] + checked
+        return [n for n in dict.fromkeys(picks + checked + notes + self.notes) if n != self.cannot_run]
 
     def _ranked_json(self, cand: Candidate) -> dict:
         """A ranked candidate, with whether its kernel's autotune list holds it (where the launch has one)."""
@@ -382,21 +387,23 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         launches = subject.confirm_launches(first)
         if launches:
             compile_ahead(launches, subject.spec.arch)
-    finalists: list[Candidate] = []
-    for cand in ranked:
-        if len(finalists) >= want:
-            break
-        if confirm:
-            why, notes = subject.confirm(cand.config)
-            if why:
-                pruned[_short(why)] += 1
-                continue
-            cand.notes = notes + cand.notes
-        finalists.append(cand)
+    # Without timings a config that spills registers where the current config does not is listed after every
+    # config that does not, and never named (SPILL_NOTE); timings judge it as any.
+    demote = bool(confirm and want and not cannot_run and not spill_bytes(subject.confirm(subject.current)[1]))
+    finalists, spilling = _confirmed(subject, ranked, want, confirm, demote, pruned)
+    if confirm and not measure and not cannot_run and hasattr(subject, "result_check"):
+        finalists, search_notes = _results_checked(subject, finalists, ranked, pruned, want)
+    else:
+        search_notes = []
+    if finalists and finalists[0] in spilling:  # every config that would gain spills: the current config stays
+        finalists = [current] + [c for c in finalists if c.config != subject.current]
+        search_notes.insert(0, f"the configs predicted faster all spill registers where {subject.current.label()} "
+                              "does not: not named without timings; time them with --measure")
     if confirm and not cannot_run:
         _, notes = subject.confirm(subject.current)
         current.notes = notes + current.notes
     advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run)
+    advice.notes += search_notes
     if measure:
         from advisor.advice.timed_pick import made_up_control_data, time_configs
 
@@ -440,6 +447,104 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         advice.notes += close
         advice.why += "; a gain within the model's error, not a measured one: confirm it with --measure"
     return advice
+
+
+SPILL_LOOK = 4  # configs confirmed per finalist wanted, at most, while looking past ones that spill
+SPILL_NOTE = ("{} B per thread of register spills where the current config has none: listed after the configs "
+              "without and never named without timings (on the corpus a launch's fastest spilling config beat its "
+              "fastest non-spilling one at 3 of 23 launches, H100, RESULTS 53); time it with --measure")
+
+
+def _confirmed(subject: Subject, ranked: list[Candidate], want: int, confirm: bool, demote: bool, pruned: Counter
+               ) -> tuple[list[Candidate], list[Candidate]]:
+    """The first `want` of `ranked` whose confirming compile passes (the others counted in `pruned`), with those
+    that spill registers listed after the others when `demote` (the current config does not spill); and the
+    spilling ones."""
+    finalists: list[Candidate] = []
+    spilling: list[Candidate] = []
+    for cand in ranked:
+        if len(finalists) >= want or len(finalists) + len(spilling) >= SPILL_LOOK * want:
+            break
+        if confirm:
+            why, notes = subject.confirm(cand.config)
+            if why:
+                pruned[_short(why)] += 1
+                continue
+            cand.notes = notes + cand.notes
+            if demote and spill_bytes(notes):
+                cand.notes.insert(0, SPILL_NOTE.format(spill_bytes(notes)))
+                spilling.append(cand)
+                continue
+        finalists.append(cand)
+    return finalists + spilling[:max(0, want - len(finalists))], spilling
+
+
+def spill_bytes(notes: Sequence[str]) -> int:
+    """The local memory per thread a confirming compile found (`subjects._confirm`'s note), 0 if none."""
+    found = [re.match(r"(\d+) B per thread of register spills", n) for n in notes]
+    return max((int(m.group(1)) for m in found if m), default=0)
+
+
+INTERPRETED_SAME = "computes the same result as the current config in Triton's interpreter"
+INTERPRETED_OTHER = "another result than the current config in Triton's interpreter"
+INTERPRETED_WRONG = f"computes {INTERPRETED_OTHER}"
+INTERPRETED_UNCHECKED = "not checked in Triton's interpreter"
+INTERPRETED_NOTES = (INTERPRETED_SAME, INTERPRETED_UNCHECKED)
+
+
+def _results_checked(subject: Subject, finalists: list[Candidate], ranked: list[Candidate], pruned: Counter,
+                     want: int) -> tuple[list[Candidate], list[str]]:
+    """The finalists without those that compute another result than the current config, run in Triton's
+    interpreter without a GPU (`advisor.advice.result_check`, the ranking in order as far as its limits allow),
+    topped up from the ranking. A config of the same meta-parameters as one found wrong goes too (num_warps /
+    num_stages do not change what a program computes). Each config kept says what the check found or why it was
+    not checked; a note names what was found wrong."""
+    from advisor.advice.result_check import MAX_CANDIDATES, SAME
+
+    if all(_program(c.config) == _program(subject.current) for c in finalists):
+        return finalists, []  # nothing listed would change the program
+    order = [*finalists, *(c for c in ranked if c not in finalists)]  # the finalists' order first (spills last)
+    verdicts = subject.result_check([c.config for c in order])
+    if not verdicts.of and not verdicts.unchecked:
+        return finalists, []
+    said = {_program(c): why for c, why in verdicts.of.items()}
+    kept: list[Candidate] = []
+    for cand in order:
+        if len(kept) >= want:
+            break
+        program = _program(cand.config)
+        verdict = said.get(program, "unchecked")
+        if verdict not in (SAME, None, "unchecked"):
+            pruned[INTERPRETED_WRONG] += 1
+            continue
+        if cand not in finalists:  # a config the first pass did not reach: confirmed as the finalists were
+            why, notes = subject.confirm(cand.config)
+            if why:
+                continue
+            cand.notes = [n for n in notes if n not in cand.notes] + cand.notes
+        if verdict == SAME:
+            cand.notes.insert(0, f"{INTERPRETED_SAME} ({verdicts.how()})")
+        elif cand.config.params != subject.current.params:
+            cand.notes.insert(0, f"{INTERPRETED_UNCHECKED}: " + (
+                f"the programs run ({verdicts.how()}) wrote no element in common with the current config's"
+                if verdict is None else verdicts.unchecked or f"the check stops after {MAX_CANDIDATES} configs"))
+        kept.append(cand)
+    # "OUT differs from the reference: relative error 1.29 > 0.01 over 64 elements" -> "OUT differs: relative
+    # error 1.29"
+    wrong = [f"{c.label()} ({why.split(' > ')[0].replace(' from the reference', '')})"
+             for c, why in verdicts.of.items() if why not in (SAME, None)]
+    if not wrong:
+        return kept, []
+    many = len(wrong) > 1
+    shown = "; ".join(wrong[:3]) + (f"; and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+    return kept, [f"{len(wrong)} config{'s' if many else ''} compute{'' if many else 's'} {INTERPRETED_OTHER} "
+                  f"({verdicts.how()}), not listed nor {'their' if many else 'its'} num_warps / num_stages twins: "
+                  f"{shown}"]
+
+
+def _program(config: Config) -> tuple:
+    """What a config makes of the program: its meta-parameters (num_warps / num_stages only run it)."""
+    return tuple(sorted(config.params.items()))
 
 
 AUTOTUNED_NOTE = "autotuned over"  # the start of advisor.advice.autotuner_pick's note

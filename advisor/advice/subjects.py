@@ -599,6 +599,13 @@ class LaunchSubject(Subject):
         return launch_measurer(self.fn, self.launch, self.launch_for, self.label,
                                zeroed=self.accumulated())
 
+    def result_check(self, configs: Sequence[Config]):
+        """Whether the leading `configs` compute the current config's result, in Triton's interpreter
+        (advisor.advice.result_check)."""
+        from advisor.advice import result_check
+
+        return result_check.check(self, list(configs))
+
     def accumulated(self) -> set[str]:
         """The floating tensors the kernel adds into with atomics (a split-K GEMM's output): every run that
         checks or times a config starts them at zero, as the host or an autotune pre-hook does

@@ -129,7 +129,7 @@ class _WarmedKernel:
         return runner
 
 
-def _interpret(jit_fn, grid: tuple, bound: dict) -> None:
+def interpret(jit_fn, grid: tuple, bound: dict) -> None:
     """One launch in Triton's interpreter on CPU tensors, from a process where kernels are compiled: the
     JIT functions it calls (its helpers, triton.language's own) are interpreted for the time of the run.
     The interpreter swaps triton.language's functions for its own and, for a JIT function called from a
@@ -139,8 +139,10 @@ def _interpret(jit_fn, grid: tuple, bound: dict) -> None:
     from triton.runtime import jit as triton_jit
     from triton.runtime.interpreter import InterpretedFunction
 
+    from advisor.capture import interpreter_bf16
     from ceilings.compile import interpret_as_imported
 
+    interpreter_bf16.install()  # bf16 dots and casts as the GPU computes them
     interpreted: dict = {}
 
     def of(fn):
@@ -215,7 +217,7 @@ class NoGPUCapture:
         runnable = not other and len(held) == len(tensors) and size <= RUN_ON_DATA_BYTES
         if runnable:
             try:
-                _interpret(jit_fn, grid, bound)
+                interpret(jit_fn, grid, bound)
                 self._unknown -= {t.data_ptr() for t in held}
                 return
             except Exception:  # noqa: S110 - what it would have written stays unknown, as for a launch not run

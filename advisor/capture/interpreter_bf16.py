@@ -5,7 +5,9 @@ Triton's CPU interpreter keeps bfloat16 values as their uint16 bit patterns, and
   (triton-lang/triton issue 11584, answered "not supported yet", Triton 3.9);
 - its float32 -> bfloat16 cast truncates, where the GPU's `cvt.rn.bf16.f32` rounds to nearest even,
   which doubles the rounding error of every bf16 output.
-The tests check bf16 kernels on the CPU, so they widen bf16 dot operands to float32 (exact: a bf16
+The tests check bf16 kernels on the CPU, and the advisor runs launches in the interpreter to check what a
+config computes (advisor.advice.result_check, the no-GPU capture's launches on data), so both widen bf16 dot
+operands to float32 (exact: a bf16
 value's bits are the upper half of its float32 bits; tensor cores also multiply bf16 exactly and
 accumulate in float32) and round float32 -> bf16 casts to nearest even.
 """

@@ -1,0 +1,179 @@
+"""A proposed config checked in Triton's interpreter, without a GPU, against the launch's own config
+(advisor.advice.result_check): one that computes another result is found and never named."""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+from advisor.advice import result_check
+from advisor.advice.search import INTERPRETED_SAME, INTERPRETED_WRONG, Candidate, _results_checked
+from ceilings.launch import Config
+
+# One scale per K tile, read at the tile's start: right while the tile stays inside one scale group
+# (BLOCK_K <= GROUP), another result past it (the fault of RESULTS 52's int4 GEMV, written anew for the test).
+GROUP_SCALED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scaled_sum_kernel(X, S, OUT, K, GROUP: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    acc = tl.zeros([BLOCK_R], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        cols = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(X + rows[:, None] * K + cols[None, :])
+        s = tl.load(S + rows * (K // GROUP) + k0 // GROUP)
+        acc += tl.sum(x, axis=1) * s
+    tl.store(OUT + rows, acc)
+
+
+def scaled_sum(x, s):
+    out = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
+    _scaled_sum_kernel[(x.shape[0] // 16,)](x, s, out, x.shape[1], GROUP=64, BLOCK_R=16, BLOCK_K=32)
+    return out
+'''
+
+# Row sums stored per row and added into one total with an atomic: only whole grids compare.
+ATOMIC_TOTAL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _row_total_kernel(X, ROWS, TOTAL, K, BLOCK_K: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.zeros([BLOCK_K], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        acc += tl.load(X + row * K + k0 + tl.arange(0, BLOCK_K))
+    total = tl.sum(acc, axis=0)
+    tl.store(ROWS + row, total)
+    tl.atomic_add(TOTAL, total)
+
+
+def row_total(x):
+    rows = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
+    total = torch.zeros(1, device=x.device, dtype=torch.float32)
+    _row_total_kernel[(x.shape[0],)](x, rows, total, x.shape[1], BLOCK_K=64)
+    return rows, total
+'''
+
+
+def _subject(tmp_path, source: str, name: str, call: str):
+    from advisor.advice.suggest import subjects_for
+    from ceilings.hardware import resolve_gpu
+
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    subjects = list(subjects_for(str(path), call=call, gpu=resolve_gpu("h100")))
+    assert len(subjects) == 1
+    return subjects[0]
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory):
+    return _subject(tmp_path_factory.mktemp("scaled"), GROUP_SCALED, "scaled_sum.py",
+                    "scaled_sum(randn(256, 512), randn(256, 8))")
+
+
+def _with(subject, **params) -> Config:
+    return Config({**subject.current.params, **params}, 4, 3)
+
+
+def test_a_k_tile_past_the_scale_group_is_found_to_compute_another_result_and_one_inside_it_the_same(scaled):
+    past, inside = _with(scaled, BLOCK_K=128), _with(scaled, BLOCK_K=64)
+    verdicts = result_check.check(scaled, [past, inside], limit=120)
+    assert verdicts.sampled  # no atomics: a sample of programs, compared where both wrote
+    assert verdicts.of[past].startswith("OUT differs from the reference: relative error")
+    assert verdicts.of[inside] == result_check.SAME
+    assert verdicts.unchecked == ""
+
+
+def test_every_candidate_is_checked_in_rank_order_and_one_past_the_limit_is_said_unchecked(scaled, monkeypatch):
+    inside, past, further = _with(scaled, BLOCK_K=16), _with(scaled, BLOCK_K=128), _with(scaled, BLOCK_K=256)
+    verdicts = result_check.check(scaled, [inside, past], limit=120)
+    assert verdicts.of[inside] == result_check.SAME and verdicts.of[past] != result_check.SAME
+    monkeypatch.setattr(result_check, "MAX_CANDIDATES", 2)
+    capped = result_check.check(scaled, [inside, past, further], limit=120)
+    assert further not in capped.of
+
+
+def test_warps_and_stages_twins_and_the_current_program_are_not_run(scaled):
+    twin = Config(dict(scaled.current.params), 8, 2)  # the current config's program: nothing to check
+    assert result_check.check(scaled, [twin], limit=120).of == {}
+
+
+def test_a_check_turned_off_says_nothing_and_one_out_of_time_says_so(scaled, monkeypatch):
+    past = _with(scaled, BLOCK_K=128)
+    monkeypatch.setenv(result_check.INTERPRET_S_ENV, "0")
+    off = result_check.check(scaled, [past])
+    assert off.of == {} and off.unchecked == ""  # the search then lists its finalists as they were
+    late = result_check.check(scaled, [past], limit=0.001)
+    assert late.of == {} and "interpreter" in late.unchecked and result_check.INTERPRET_S_ENV in late.unchecked
+
+
+def test_a_kernel_with_atomics_runs_its_whole_grid(tmp_path):
+    subject = _subject(tmp_path, ATOMIC_TOTAL, "row_total.py", "row_total(randn(64, 256))")
+    other = Config({**subject.current.params, "BLOCK_K": 128}, 4, 3)
+    verdicts = result_check.check(subject, [other], limit=120)
+    assert not verdicts.sampled
+    assert verdicts.of == {other: result_check.SAME}
+
+
+def test_sampled_programs_are_the_first_two_the_middle_and_the_last_along_each_axis():
+    assert result_check.sampled_programs((9,)) == {(0, 0, 0), (1, 0, 0), (4, 0, 0), (8, 0, 0)}
+    assert result_check.sampled_programs((1, 2)) == {(0, 0, 0), (0, 1, 0)}
+    assert len(result_check.sampled_programs((100, 100, 100))) == 64
+
+
+def _cand(label: str, k: int, warps: int = 4) -> Candidate:
+    return Candidate(Config({"BLOCK_K": k}, warps, 3), SimpleNamespace(), 1.0, (1.0, 1.0), [label])
+
+
+def test_the_search_drops_a_config_found_wrong_and_its_twins_and_names_the_next_with_the_check_said():
+    wrong, twin, right, after = _cand("a", 128), _cand("b", 128, warps=8), _cand("c", 64), _cand("d", 32)
+    ranked = [wrong, twin, right, after]
+    verdicts = result_check.Verdicts({wrong.config: "OUT differs from the reference: relative error 1.7 > 0.01",
+                                      right.config: result_check.SAME}, "", sampled=True)
+    subject = SimpleNamespace(current=Config({"BLOCK_K": 16}, 4, 3), result_check=lambda configs: verdicts,
+                              confirm=lambda config: (None, []))
+    pruned = Counter()
+    kept, notes = _results_checked(subject, ranked[:3], ranked, pruned, want=2)
+    assert [c.config for c in kept] == [right.config, after.config]
+    assert pruned[INTERPRETED_WRONG] == 2
+    assert kept[0].notes[0].startswith(INTERPRETED_SAME)
+    assert notes == [f"1 config {INTERPRETED_WRONG} (the first, second, middle and last programs along each grid axis, "
+                     "on random data), not listed nor its num_warps / num_stages twins: K128 w4 s3 (OUT differs: "
+                     "relative error 1.7)"]
+
+
+def test_the_config_the_search_would_name_unchecked_says_why():
+    first = _cand("a", 128)
+    verdicts = result_check.Verdicts({}, "one run of the launch in the interpreter takes over 20 s")
+    subject = SimpleNamespace(current=Config({"BLOCK_K": 16}, 4, 3), result_check=lambda configs: verdicts,
+                              confirm=lambda config: (None, []))
+    kept, notes = _results_checked(subject, [first], [first], Counter(), want=1)
+    assert kept == [first] and notes == []
+    assert first.notes[0] == "not checked in Triton's interpreter: one run of the launch in the interpreter takes " \
+                             "over 20 s"
+
+
+def test_a_config_that_spills_where_the_current_does_not_is_listed_after_those_that_do_not():
+    from advisor.advice.search import SPILL_NOTE, _confirmed, spill_bytes
+
+    fast_spilling, slower, slowest = _cand("a", 128), _cand("b", 64), _cand("c", 32)
+    notes = {128: ["240 B per thread of register spills"], 64: [], 32: []}
+    subject = SimpleNamespace(confirm=lambda config: (None, list(notes[config.params["BLOCK_K"]])))
+    finalists, spilling = _confirmed(subject, [fast_spilling, slower, slowest], 2, True, True, Counter())
+    assert finalists == [slower, slowest] and spilling == [fast_spilling]
+    assert fast_spilling.notes[0] == SPILL_NOTE.format(240) and spill_bytes(fast_spilling.notes) == 240
+    # room left: listed last; where the current config spills too, ranked as predicted
+    assert _confirmed(subject, [fast_spilling, slower], 3, True, True, Counter())[0] == [slower, fast_spilling]
+    again = _cand("a", 128)
+    assert _confirmed(subject, [again, slower], 2, True, False, Counter())[0] == [again, slower]
