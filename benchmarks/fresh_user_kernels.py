@@ -84,7 +84,8 @@ def plan(args) -> None:
                           "current": launch["current"]["config"], "named": launch["best"]["config"],
                           "named_label": launch["best"]["label"], "current_label": launch["current"]["label"],
                           "predicted_speedup": launch["speedup"], "space_size": len(space),
-                          "ranked": [r["config"] for r in launch["ranked"]], "sample": sample})
+                          "ranked": [r["config"] for r in launch["ranked"]], "sample": sample,
+                          "caveats": launch.get("caveats", [])})
     args.plan.write_text("".join(json.dumps(x) + "\n" for x in lines))
     print(f"{len(lines)} launches -> {args.plan}")
 
