@@ -310,12 +310,12 @@ def predict(out: Path, bandwidth_tbs: float) -> dict:
 
 def target_device(dry: bool) -> str:
     """"cuda", or for a dry run "cpu" with Triton's interpreter patched for bf16 (it multiplies bf16 bit
-    patterns unless patched: advisor/capture/interpreter_bf16.py says why)."""
+    patterns unless patched: advisor/capture/interpreter_fixes.py says why)."""
     if not dry:
         return "cuda"
-    from advisor.capture import interpreter_bf16
+    from advisor.capture import interpreter_fixes
 
-    interpreter_bf16.install()
+    interpreter_fixes.install()
     return "cpu"
 
 def main(argv=None) -> int:

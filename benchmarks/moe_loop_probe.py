@@ -304,9 +304,9 @@ def main(argv=None) -> int:
     if args.dry_run:
         K_STEPS, M_BLOCKS, N_BLOCKS = (32, 64), 1, 2
         doc["k_steps"] = list(K_STEPS)
-        from advisor.capture import interpreter_bf16  # the CPU interpreter's bf16 dot needs the patch
+        from advisor.capture import interpreter_fixes  # the CPU interpreter's bf16 dot needs the patch
 
-        interpreter_bf16.install()
+        interpreter_fixes.install()
         jobs = [(v, s) for v in variants for s in [(16, 32, 32, 4, 2), (32, 64, 32, 4, 2)]]
         compiled = {j: ({"n_regs": None, "shared": None}, "") for j in jobs}
         device = "cpu"

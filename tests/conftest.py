@@ -29,10 +29,10 @@ if not HAS_CUDA:
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
-from advisor.capture import interpreter_bf16  # noqa: E402  (needs sys.path above)
+from advisor.capture import interpreter_fixes  # noqa: E402  (needs sys.path above)
 
 if INTERPRETED:
-    interpreter_bf16.install()
+    interpreter_fixes.install()
 
 # A folder of this run for the per-kernel timings of module-scoped fixtures (each test gets its own below).
 if "TRITON_ADVISOR_CACHE" not in os.environ:

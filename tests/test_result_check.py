@@ -177,3 +177,33 @@ def test_a_config_that_spills_where_the_current_does_not_is_listed_after_those_t
     assert _confirmed(subject, [fast_spilling, slower], 3, True, True, Counter())[0] == [slower, fast_spilling]
     again = _cand("a", 128)
     assert _confirmed(subject, [again, slower], 2, True, False, Counter())[0] == [again, slower]
+
+
+def test_a_block_used_as_an_index_is_squeezed_first_as_numpy_2_5_requires():
+    """Triton 3.6's interpreter turns a one-element block into an index with int(array), which NumPy 2.5 refuses
+    for arrays of one dimension (seen on the GPU machines); the patch squeezes it first."""
+    import operator
+
+    import numpy as np
+    from triton.runtime import interpreter
+
+    from advisor.capture import interpreter_fixes
+
+    class Strict(np.ndarray):  # NumPy 2.5's rule on any NumPy: only a 0-d array converts to a Python int
+        def __int__(self):
+            if self.ndim:
+                raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
+            return int(self.item())
+
+    interpreter_fixes.install()
+    assert interpreter._patch_lang_tensor._advisor_squeezed
+
+    class Block:
+        handle = SimpleNamespace(data=np.array([7]).view(Strict))
+
+    scope = interpreter._LangPatchScope()
+    interpreter._patch_lang_tensor(Block, scope)
+    try:
+        assert operator.index(Block()) == 7
+    finally:
+        scope.restore()

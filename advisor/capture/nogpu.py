@@ -139,10 +139,10 @@ def interpret(jit_fn, grid: tuple, bound: dict) -> None:
     from triton.runtime import jit as triton_jit
     from triton.runtime.interpreter import InterpretedFunction
 
-    from advisor.capture import interpreter_bf16
+    from advisor.capture import interpreter_fixes
     from ceilings.compile import interpret_as_imported
 
-    interpreter_bf16.install()  # bf16 dots and casts as the GPU computes them
+    interpreter_fixes.install()  # bf16 dots and casts as the GPU computes them
     interpreted: dict = {}
 
     def of(fn):

@@ -1,4 +1,6 @@
-"""Make bfloat16 arithmetic under TRITON_INTERPRET=1 behave as it does on the GPU.
+"""Make Triton's CPU interpreter (TRITON_INTERPRET=1) compute what the GPU computes, across the versions users have.
+
+bfloat16:
 
 Triton's CPU interpreter keeps bfloat16 values as their uint16 bit patterns, and
 - its `create_dot` passes them to `np.matmul` unconverted, so a bf16 dot multiplies bit patterns
@@ -10,6 +12,11 @@ config computes (advisor.advice.result_check, the no-GPU capture's launches on d
 operands to float32 (exact: a bf16
 value's bits are the upper half of its float32 bits; tensor cores also multiply bf16 exactly and
 accumulate in float32) and round float32 -> bf16 casts to nearest even.
+
+A block used as a Python index (`range(0, tl.cdiv(K, BLOCK_K))`): Triton 3.6's interpreter converts its
+one-element array with `int()`, which NumPy 2.5 refuses for arrays of one dimension ("only 0-dimensional arrays
+can be converted to Python scalars"; seen on the GPU machines, Triton 3.6.0 with NumPy 2.5.2); Triton 3.9
+squeezes the array first, and so does the patch on the versions that do not.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ import numpy as np
 
 
 def install() -> bool:
-    """Patch the interpreter's dot; returns False when this Triton has no such interpreter hook."""
+    """Patch the interpreter's dot, cast and block index; returns False when this Triton has no such interpreter
+    hook."""
     try:
         import triton.language as tl
         from triton.runtime import interpreter
@@ -53,4 +61,19 @@ def install() -> bool:
     builder_cls.create_dot = create_dot
     builder_cls.cast_impl = cast_impl
     builder_cls._advisor_bf16_dot = True
+    _squeeze_index(interpreter)
     return True
+
+
+def _squeeze_index(interpreter) -> None:
+    """A block's `__index__` through a squeezed array (module docstring), where the interpreter sets it up per run."""
+    patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch_tensor is None or getattr(patch_tensor, "_advisor_squeezed", False):
+        return
+
+    def patched(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).squeeze()))
+
+    patched._advisor_squeezed = True
+    interpreter._patch_lang_tensor = patched
