@@ -207,3 +207,19 @@ def test_a_block_used_as_an_index_is_squeezed_first_as_numpy_2_5_requires():
         assert operator.index(Block()) == 7
     finally:
         scope.restore()
+
+
+def test_a_limit_that_is_not_a_number_of_seconds_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    path = tmp_path / "scaled_sum.py"
+    path.write_text(textwrap.dedent(GROUP_SCALED))
+    env = {**__import__("os").environ, result_check.INTERPRET_S_ENV: "soon"}
+    done = subprocess.run([sys.executable, "-m", "tui.entry", "suggest", str(path), "--call",
+                           "scaled_sum(randn(256, 512), randn(256, 8))"], capture_output=True, text=True, env=env)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "TRITON_ADVISOR_INTERPRET_S='soon': give the seconds the interpreter check of a search may take, a number "
+        "of 0 or more (0 turns it off)")
+    assert "Traceback" not in done.stderr

@@ -47,11 +47,21 @@ SAME = "same"
 
 
 def limit_s() -> float:
-    raw = os.environ.get(INTERPRET_S_ENV, "")
-    try:
-        return max(0.0, float(raw)) if raw.strip() else DEFAULT_S
-    except ValueError:
+    """INTERPRET_S_ENV's seconds (DEFAULT_S when unset, 0: off); anything but a number of 0 or more is the
+    user's error, said in one line."""
+    from ceilings.errors import AdvisorError
+
+    given = os.environ.get(INTERPRET_S_ENV, "").strip()
+    if not given:
         return DEFAULT_S
+    try:
+        limit = float(given)
+    except ValueError:
+        limit = -1.0
+    if not limit >= 0:
+        raise AdvisorError(f"{INTERPRET_S_ENV}={given!r}: give the seconds the interpreter check of a search may "
+                           "take, a number of 0 or more (0 turns it off)")
+    return limit
 
 
 @dataclasses.dataclass

@@ -340,6 +340,10 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
     # A config timed at this launch before (`advisor calibrate --kernel`, an earlier --measure) is always a
     # candidate: its time is the best evidence there is, and the space searched can differ from the one the
     # timings were chosen from (an autotuned kernel's space follows the expected pick, which the timings move).
+    if confirm and not measure and hasattr(subject, "result_check"):
+        from advisor.advice.result_check import limit_s
+
+        limit_s()  # a limit that is no number is said before any work, whether or not the check then runs
     space = list(dict.fromkeys([*subject.space(), *timed_configs(subject)]))
     pruned: Counter = Counter()
     feasible = []
