@@ -4,11 +4,11 @@ CPU interpreter, before `suggest` names it.
 A config can be fast and wrong: a K tile past a quantisation group scales four groups by one scale (RESULTS 52's
 int4 GEMV, named so at one token), a tile past a dimension the kernel does not mask reads and writes past it.
 Timing on a GPU catches it (`advisor.measure.launch_run` checks every timed config against the launch's own);
-without a GPU the named config used to go unchecked. Here the launch runs whole, every program of its grid, in
-Triton's interpreter on CPU tensors made as the GPU check makes them (`launch_run.make_tensors`: floating tensors
+without a GPU the named config used to go unchecked. Here the launch runs in Triton's interpreter (the programs
+chosen below) on CPU tensors made as the GPU check makes them (`launch_run.make_tensors`: floating tensors
 random normal from one seed, small integer tensors the contents the trace kept, other integers zeros; outputs a
-kernel adds into with atomics zeroed), once with the launch's own config and once per candidate, and every tensor
-is compared as the GPU check compares it (`launch_run.check_outputs`, relative error 1e-2).
+kernel adds into with atomics zeroed), once with the launch's own config and once per candidate, and the tensors
+are compared as the GPU check compares them (relative error 1e-2, integers equal).
 
 What it says is a fact about the program on that data, not a guess: "same result" holds for that data (zeros in
 large integer tensors can hide a difference), "another result" is a config that must not be named. num_warps and
@@ -40,7 +40,8 @@ from ceilings.launch import Config, Launch
 INTERPRET_S_ENV = "TRITON_ADVISOR_INTERPRET_S"
 DEFAULT_S = 40.0
 START_S = 30.0    # what the child may take to start (imports, the kernel file) on top of the limit
-# The most tensor bytes a launch may have to be interpreted (CPU memory, twice: the work and a pristine copy).
+# The most tensor bytes a launch may have to be interpreted (CPU memory: the child keeps a pristine copy, the work,
+# the reference's outputs and a candidate's, so about four times this at most).
 MAX_BYTES = 512 << 20
 MAX_CANDIDATES = 12    # distinct meta-parameter sets checked, in rank order, before the search names one unchecked
 SAME = "same"
