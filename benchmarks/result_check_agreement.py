@@ -85,9 +85,8 @@ def corpus_groups(per_launch: int, sample: int) -> list[tuple[str, object, list[
 
 def fresh_groups(per_launch: int) -> list[tuple[str, object, list[tuple[object, str]], set]]:
     """The same from the fresh user-style kernels' GPU rows: the launch as `suggest --call` captures it."""
-    import dataclasses
-
     from advisor.advice.suggest import subjects_for
+    from advisor.measure.launch_run import with_config
     from ceilings.hardware import resolve_gpu
     from ceilings.launch import Config
 
@@ -113,15 +112,13 @@ def fresh_groups(per_launch: int) -> list[tuple[str, object, list[tuple[object, 
         pairs = []
         for config_label, status in verdicts.items():
             config = Config.from_dict(json.loads(config_label))
-            if config.params == subject.current.params:
+            if config.program == subject.current.program:
                 continue
-            made = subject.launch_for(config)
-            pairs.append((dataclasses.replace(subject.launch, constexprs=made.constexprs, config=made.config,
-                                              grid=made.grid), status))
+            pairs.append((with_config(subject.launch, subject.launch_for(config)), status))
         # one per program (num_warps / num_stages do not change what it computes), the wrong ones first
         by_program: dict[tuple, tuple] = {}
         for launch, status in sorted(pairs, key=lambda p: p[1] != "wrong"):
-            by_program.setdefault(tuple(sorted(launch.config.params.items())), (launch, status))
+            by_program.setdefault(launch.config.program, (launch, status))
         if by_program:
             out.append((f"fresh {Path(file).stem} {label[:60]}", subject.launch,
                         list(by_program.values())[:per_launch], subject.accumulated()))

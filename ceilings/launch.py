@@ -69,6 +69,12 @@ class Config:
                 return value
         raise KeyError(name)
 
+    @property
+    def program(self) -> tuple:
+        """The meta-parameters alone, hashable and in name order: what the compiled program computes. Configs
+        that differ only in num_warps / num_stages run one program, which a race-free kernel computes alike."""
+        return tuple(sorted(self._params))
+
     def get(self, name: str, default: Any = None) -> Any:
         try:
             return self[name]

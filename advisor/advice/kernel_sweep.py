@@ -66,13 +66,13 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
     feasible = [c for c in dict.fromkeys([subject.current, *subject.space()])
                 if config_problem(c, subject.spec, subject.precheck) is None]
     timed: set[Config] = set()
-    wrong: list[dict] = []
+    wrong: set[tuple] = set()  # programs that computed another result (Config.program)
     out = []
     for _attempt in range(count * 2):  # configs that fail to run do not count, up to as many again
         if len(out) >= count:
             break
         candidates = [c for c in subject.predict(feasible)
-                      if c.ceiling.ctas_per_sm > 0 and c.config.params not in wrong]
+                      if c.ceiling.ctas_per_sm > 0 and c.config.program not in wrong]
         pick = next_config(candidates, timed, reference(subject, candidates), len(out))
         if pick is None:
             break
@@ -82,7 +82,7 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
         except MeasurementError as exc:
             if isinstance(exc, WrongResult):  # its warps and stages twins compute the same: not timed either
                 record_wrong(subject, pick.config)
-                wrong.append(pick.config.params)
+                wrong.add(pick.config.program)
             if progress:
                 progress(f"{subject.label}: {pick.config.label()} not timed ({exc})")
             continue

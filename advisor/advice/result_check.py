@@ -82,17 +82,10 @@ class Verdicts:
 
 
 def tensor_bytes(launch: Launch) -> int:
+    from advisor.measure.launch_run import elements_spanned
     from ceilings.compile import _ITEMSIZE
 
-    total = 0
-    for t in launch.tensors:
-        span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride, strict=True) if s > 0)
-        total += span * _ITEMSIZE.get(t.dtype, 8)
-    return total
-
-
-def same_program(a: Config, b: Config) -> bool:
-    return a.params == b.params
+    return sum(elements_spanned(t) * _ITEMSIZE.get(t.dtype, 8) for t in launch.tensors)
 
 
 def check(subject, candidates: list[Config], limit: float | None = None) -> Verdicts:
@@ -101,19 +94,20 @@ def check(subject, candidates: list[Config], limit: float | None = None) -> Verd
     MAX_CANDIDATES), as many as the time limit allows."""
     limit = limit_s() if limit is None else limit
     launch = subject.launch
-    distinct: list[Config] = []
+    seen = {subject.current.program}
+    distinct: list[Config] = []  # the first config of each program, in rank order
     for c in candidates:
-        if not same_program(c, subject.current) and not any(same_program(c, d) for d in distinct):
+        if c.program not in seen:
+            seen.add(c.program)
             distinct.append(c)
     distinct = distinct[:MAX_CANDIDATES]
     if not distinct:
         return Verdicts({})
     if limit <= 0:  # turned off: nothing checked, nothing said
         return Verdicts({})
-    variants = []
-    for c in distinct:
-        made = subject.launch_for(c)
-        variants.append(dataclasses.replace(launch, constexprs=made.constexprs, config=made.config, grid=made.grid))
+    from advisor.measure.launch_run import with_config
+
+    variants = [with_config(launch, subject.launch_for(c)) for c in distinct]
     sampled = not uses_atomics(launch.source)
     answers, why = check_launches(launch, variants, subject.accumulated(), limit, sampled)
     of = {c: answers[i] for i, c in enumerate(distinct) if i < len(answers)}
@@ -285,6 +279,8 @@ def _child(request: dict) -> None:
     import signal
     import time
 
+    import torch
+
     from advisor.measure.launch_run import check_outputs, make_tensors
     from advisor.measure.timing import WrongResult
     from ceilings.compile import load_kernel
@@ -302,7 +298,8 @@ def _child(request: dict) -> None:
     make_tensors(launch, device="cpu", storage=pristine, zeroed=request["zeroed"])
     buffers: dict = {}
     work = make_tensors(launch, device="cpu", storage=buffers, zeroed=request["zeroed"])
-    before = {name: t.clone() for name, t in work.items()}
+    # what each tensor held before a run: the pristine buffers seen through the work's shapes and strides
+    before = {name: torch.as_strided(pristine[name], t.shape, t.stride()) for name, t in work.items()}
 
     def outputs_of(variant: Launch, seconds: float) -> dict:
         for name, flat in pristine.items():

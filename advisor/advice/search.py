@@ -393,7 +393,8 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
             compile_ahead(launches, subject.spec.arch)
     # Without timings a config that spills registers where the current config does not is listed after every
     # config that does not, and never named (SPILL_NOTE); timings judge it as any.
-    demote = bool(confirm and want and not cannot_run and not spill_bytes(subject.confirm(subject.current)[1]))
+    current_notes = subject.confirm(subject.current)[1] if confirm and not cannot_run else []
+    demote = bool(confirm and want and not cannot_run and not spill_bytes(current_notes))
     finalists, spilling = _confirmed(subject, ranked, want, confirm, demote, pruned)
     if confirm and not measure and not cannot_run and hasattr(subject, "result_check"):
         finalists, search_notes = _results_checked(subject, finalists, ranked, pruned, want)
@@ -404,8 +405,7 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         search_notes.insert(0, f"the configs predicted faster all spill registers where {subject.current.label()} "
                               "does not: not named without timings; time them with --measure")
     if confirm and not cannot_run:
-        _, notes = subject.confirm(subject.current)
-        current.notes = notes + current.notes
+        current.notes = current_notes + current.notes
     advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run)
     advice.notes += search_notes
     if measure:
@@ -505,19 +505,18 @@ def _results_checked(subject: Subject, finalists: list[Candidate], ranked: list[
     not checked; a note names what was found wrong."""
     from advisor.advice.result_check import MAX_CANDIDATES, SAME
 
-    if all(_program(c.config) == _program(subject.current) for c in finalists):
+    if all(c.config.program == subject.current.program for c in finalists):
         return finalists, []  # nothing listed would change the program
     order = [*finalists, *(c for c in ranked if c not in finalists)]  # the finalists' order first (spills last)
     verdicts = subject.result_check([c.config for c in order])
     if not verdicts.of and not verdicts.unchecked:
         return finalists, []
-    said = {_program(c): why for c, why in verdicts.of.items()}
+    said = {c.program: why for c, why in verdicts.of.items()}
     kept: list[Candidate] = []
     for cand in order:
         if len(kept) >= want:
             break
-        program = _program(cand.config)
-        verdict = said.get(program, "unchecked")
+        verdict = said.get(cand.config.program, "unchecked")
         if verdict not in (SAME, None, "unchecked"):
             pruned[INTERPRETED_WRONG] += 1
             continue
@@ -528,7 +527,7 @@ def _results_checked(subject: Subject, finalists: list[Candidate], ranked: list[
             cand.notes = [n for n in notes if n not in cand.notes] + cand.notes
         if verdict == SAME:
             cand.notes.insert(0, f"{INTERPRETED_SAME} ({verdicts.how()})")
-        elif cand.config.params != subject.current.params:
+        elif cand.config.program != subject.current.program:
             cand.notes.insert(0, f"{INTERPRETED_UNCHECKED}: " + (
                 f"the programs run ({verdicts.how()}) wrote no element in common with the current config's"
                 if verdict is None else verdicts.unchecked or f"the check stops after {MAX_CANDIDATES} configs"))
@@ -544,11 +543,6 @@ def _results_checked(subject: Subject, finalists: list[Candidate], ranked: list[
     return kept, [f"{len(wrong)} config{'s' if many else ''} compute{'' if many else 's'} {INTERPRETED_OTHER} "
                   f"({verdicts.how()}), not listed nor {'their' if many else 'its'} num_warps / num_stages twins: "
                   f"{shown}"]
-
-
-def _program(config: Config) -> tuple:
-    """What a config makes of the program: its meta-parameters (num_warps / num_stages only run it)."""
-    return tuple(sorted(config.params.items()))
 
 
 AUTOTUNED_NOTE = "autotuned over"  # the start of advisor.advice.autotuner_pick's note

@@ -54,13 +54,13 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
         record_timings(subject, [(current, current.measured_us)])
     pool = [c for c in ranked[:POOL] if c.config != current.config]
     tried: set[Config] = set()
-    wrong: list[dict] = []
+    wrong: set[tuple] = set()  # programs that computed another result (Config.program)
     others = 0
     for _attempt in range(2 * count):  # configs that fail do not count, up to as many again
         if others >= count:
             break
         # a config whose meta-parameters computed another result here does again under any warps or stages
-        left = [c for c in pool if c.config not in tried and c.config.params not in wrong]
+        left = [c for c in pool if c.config not in tried and c.config.program not in wrong]
         if not left:
             break
         # re-predicted with the timings stored so far: the kernel's correction re-ranks what is left
@@ -79,7 +79,7 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
         except MeasurementError as exc:  # a wrong result or a failed launch: that config, not the command
             if isinstance(exc, WrongResult):
                 record_wrong(subject, cand.config)
-                wrong.append(cand.config.params)
+                wrong.add(cand.config.program)
             advice.pruned["did not reproduce the current config's result, or failed, when measured"] += 1
             advice.notes.append(f"{exc} (left out of the measured configs)")
             continue

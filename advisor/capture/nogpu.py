@@ -142,7 +142,7 @@ def interpret(jit_fn, grid: tuple, bound: dict) -> None:
     from advisor.capture import interpreter_fixes
     from ceilings.compile import interpret_as_imported
 
-    interpreter_fixes.install()  # bf16 dots and casts as the GPU computes them
+    interpreter_fixes.install()  # bf16 dots and casts as the GPU computes them, block indices on any NumPy
     interpreted: dict = {}
 
     def of(fn):

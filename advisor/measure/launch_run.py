@@ -29,6 +29,17 @@ _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "
            "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
 
 
+def elements_spanned(t) -> int:
+    """How many elements a tensor's shape and strides reach from its data pointer (its storage at least)."""
+    return 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride, strict=True) if s > 0)
+
+
+def with_config(launch: Launch, made: Launch) -> Launch:
+    """The recorded launch (its tensors and scalars) run as `made`, a config's launch: its constexprs (values
+    heuristics set from the config), config and grid."""
+    return dataclasses.replace(launch, constexprs=made.constexprs, config=made.config, grid=made.grid)
+
+
 def make_tensors(launch: Launch, seed: int = 0, device: str = "cuda", storage: dict | None = None,
                  zeroed: Collection[str] = ()) -> dict:
     """name -> a tensor in the launch's shape and strides; `storage`, if given, gets each one's flat buffer
@@ -46,7 +57,7 @@ def make_tensors(launch: Launch, seed: int = 0, device: str = "cuda", storage: d
         if t.dtype not in _DTYPES:
             raise AdvisorError(f"{launch.kernel}: tensor {t.name} has dtype {t.dtype!r}, which cannot be made here")
         dtype = getattr(torch, _DTYPES[t.dtype])
-        span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride, strict=True) if s > 0)
+        span = elements_spanned(t)
         if dtype.is_floating_point:
             flat = torch.randn(span, device=device, generator=gen).to(dtype)
             if t.name in zeroed:
@@ -150,8 +161,7 @@ def launch_measurer(fn, launch: Launch, launch_of: Callable[[Config], Launch], l
 
     def run_once(config: Config):
         made = launch_of(config)
-        args, kwargs = launch_arguments(fn, dataclasses.replace(launch, constexprs=made.constexprs,
-                                                                config=made.config), work)
+        args, kwargs = launch_arguments(fn, with_config(launch, made), work)
         kwargs.update(num_warps=config.num_warps, num_stages=config.num_stages)
         g = made.grid
         return lambda: fn[g](*args, **kwargs)
