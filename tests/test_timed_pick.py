@@ -235,3 +235,18 @@ def test_a_config_that_computes_another_result_takes_its_warps_and_stages_twins_
     advice = search(subject, confirm=False, model=MODEL, measure=2)
     assert subject.runs == [A, B, C, D, A]  # the twin was never run
     assert advice.best.config == D
+
+
+def test_a_config_differing_only_in_num_stages_from_one_tried_waits_until_every_other_is_tried():
+    """A sliding-window decode (RESULTS 54): the model ranked three num_stages twins first, the loop timed all
+    three, and the 1.4x faster config of another warp count was never reached. A twin waits its turn."""
+    b3, b4, b2 = B, B.replace(num_stages=4), B.replace(num_stages=2)
+    warps2 = B.replace(num_warps=2)
+    subject = Scripted({A: 10.0, b3: 6.0, b4: 6.1, b2: 6.2, warps2: 7.0, C: 9.0}, A,
+                       measured={A: 10.0, b3: 8.0, b4: 7.9, b2: 8.1, warps2: 5.5, C: 9.5})
+    advice = search(subject, confirm=False, model=MODEL, measure=3)
+    assert subject.runs[:4] == [A, b3, warps2, C]  # another warp count is another config; b4, b2 not yet
+    assert advice.best.config == warps2
+    subject = Scripted({A: 10.0, b3: 6.0, b4: 6.1, C: 9.0}, A, measured={A: 10.0, b3: 8.0, b4: 7.9, C: 9.5})
+    search(subject, confirm=False, model=MODEL, measure=3)
+    assert subject.runs[:4] == [A, b3, C, b4]  # once no other is left, the twins are timed

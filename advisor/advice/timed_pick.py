@@ -9,6 +9,14 @@ can change the order, not only the level). Simulated over the corpus's timed con
 RESULTS section 28); so did a variant that spent one step on the lowest-ceiling config, which is why
 there is no such step.
 
+A config that differs from one already tried only in num_stages is chosen only once every other has been:
+the model and the timed twin's neighbour correction predict such twins within a few percent of each other,
+so the loop spent timings on near-copies (three of four on a sliding-window decode) while a config of
+another tile or warp count was 1.4x faster. Over six fresh sets' GPU samples, simulated with the product's
+loop (benchmarks/sim_measure_fresh.py, RESULTS section 54), the pick within 1.02x of the sample's fastest
+went from 96 to 102 of 112 launches; skipping configs of another num_warps too did worse (99), as did
+choosing by expected gain over the best time (96).
+
 A config that fails to run or gives another result is left out with a note and does not count; as many
 again may be tried. One that gives another result is kept with the kernel's timings (`search.record_wrong`), and
 configs of its meta-parameters under other num_warps / num_stages are not tried (they compute the same).
@@ -36,9 +44,12 @@ STEADY_WITHIN = 1.05  # the current config's first and last times further apart:
 POOL = 64              # configs re-predicted per step, the best of the first ranking (each costs a prediction)
 
 
-def choose(untimed: Sequence[Candidate]) -> Candidate:
-    """The config to time next among `untimed` (module docstring)."""
-    return min(untimed, key=lambda c: c.predicted_us)
+def choose(untimed: Sequence[Candidate], tried: Sequence[Config] = ()) -> Candidate:
+    """The config to time next among `untimed`: the predicted fastest of those that differ from every config in
+    `tried` in more than num_stages, of all once none is left (module docstring)."""
+    done = {(c.program, c.num_warps) for c in tried}
+    other = [c for c in untimed if (c.config.program, c.config.num_warps) not in done]
+    return min(other or untimed, key=lambda c: c.predicted_us)
 
 
 def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: Sequence[Candidate], count: int,
@@ -65,7 +76,7 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
             break
         # re-predicted with the timings stored so far: the kernel's correction re-ranks what is left
         fresh = {c.config: c for c in subject.predict([c.config for c in left], model)} if timed else {}
-        cand = choose([fresh.get(c.config, c) for c in left])
+        cand = choose([fresh.get(c.config, c) for c in left], [current.config, *tried])
         cand.notes = next((c.notes for c in left if c.config == cand.config), cand.notes)
         tried.add(cand.config)
         if confirm:
