@@ -65,6 +65,68 @@ def row_total(x):
 '''
 
 
+# libdevice's tanh and erf (as the stub module and through it), a Python float scale and an optional pointer
+# passed as None: three things Triton's interpreter could not run (RESULTS 53's "not checked" rows).
+GELU_LIBDEVICE = '''
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+from triton.language.extra.libdevice import erf, tanh
+
+
+@triton.jit
+def _gelu_kernel(X, BIAS, Y, N, scale, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    row = tl.program_id(1).to(tl.int64) * N
+    ok = cols < N
+    x = tl.load(X + row + cols, mask=ok, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        x += tl.load(BIAS + cols, mask=ok, other=0.0).to(tl.float32)
+    exact = 0.5 * x * (1 + erf(x * 0.7071067811865476))
+    approx = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+    y = (exact + approx + libdevice.rsqrt(x * x + 1.0)) * scale.to(tl.float32)
+    tl.store(Y + row + cols, y, mask=ok)
+
+
+def gelu_sum(x, bias=None, scale=0.5):
+    y = torch.empty_like(x)
+    _gelu_kernel[(triton.cdiv(x.shape[1], 128), x.shape[0])](x, bias, y, x.shape[1], scale,
+                                                             HAS_BIAS=bias is not None, BLOCK=128)
+    return y
+'''
+
+
+def test_libdevice_math_a_float_scalar_and_a_none_pointer_run_in_the_interpreter_as_on_the_gpu(tmp_path):
+    """Numbers against torch, and the interpreter's libdevice stubs put back after the run."""
+    import sys
+
+    import torch
+    import triton.language.extra.libdevice as stub
+
+    from advisor.capture.nogpu import bind, interpret
+    from ceilings.compile import load_kernel
+
+    path = tmp_path / "gelu_sum.py"
+    path.write_text(textwrap.dedent(GELU_LIBDEVICE))
+    fn = load_kernel(str(path), "_gelu_kernel")
+    x = torch.randn(3, 200)
+    y = torch.full_like(x, float("nan"))
+    interpret(fn, (2, 3), bind(fn, (x, None, y, 200, 0.75), {"HAS_BIAS": False, "BLOCK": 128}))
+    exact = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    approx = 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+    torch.testing.assert_close(y, (exact + approx + torch.rsqrt(x * x + 1)) * 0.75, rtol=1e-5, atol=1e-5)
+    assert stub.tanh(1.0) is None and fn.fn.__globals__["erf"] is stub.erf  # stubs again after the run
+    assert "triton.language.extra.cuda.libdevice" in sys.modules
+
+
+def test_a_kernel_using_libdevice_floats_and_none_is_checked_not_left_unchecked(tmp_path):
+    subject = _subject(tmp_path, GELU_LIBDEVICE, "gelu_sum.py", "gelu_sum(randn(64, 1000), scale=0.25)")
+    other = Config({**subject.current.params, "BLOCK": 256}, 4, 3)
+    verdicts = result_check.check(subject, [other], limit=120)
+    assert verdicts.unchecked == "" and verdicts.of == {other: result_check.SAME}
+
+
 def _subject(tmp_path, source: str, name: str, call: str):
     from advisor.advice.suggest import subjects_for
     from ceilings.hardware import resolve_gpu

@@ -40,9 +40,10 @@ from ceilings.launch import Config, Launch
 INTERPRET_S_ENV = "TRITON_ADVISOR_INTERPRET_S"
 DEFAULT_S = 40.0
 START_S = 30.0    # what the child may take to start (imports, the kernel file) on top of the limit
-# The most tensor bytes a launch may have to be interpreted (CPU memory: the child keeps a pristine copy, the work,
-# the reference's outputs and a candidate's, so about four times this at most).
-MAX_BYTES = 512 << 20
+# The most tensor bytes a launch may have to be interpreted (CPU memory: the child keeps a pristine copy and the
+# work, plus the tensors the reference's run and a candidate's changed, their outputs: about three times this when
+# the outputs are half the bytes, two and a bit for a prefill's weights and activations).
+MAX_BYTES = 768 << 20
 MAX_CANDIDATES = 12    # distinct meta-parameter sets checked, in rank order, before the search names one unchecked
 SAME = "same"
 
@@ -295,13 +296,13 @@ def _child(request: dict) -> None:
     fn = load_kernel(launch.source, launch.kernel)
     programs = _Programs.hook(fn) if request.get("sampled") else None
     pristine: dict = {}
-    make_tensors(launch, device="cpu", storage=pristine, zeroed=request["zeroed"])
-    buffers: dict = {}
-    work = make_tensors(launch, device="cpu", storage=buffers, zeroed=request["zeroed"])
-    # what each tensor held before a run: the pristine buffers seen through the work's shapes and strides
-    before = {name: torch.as_strided(pristine[name], t.shape, t.stride()) for name, t in work.items()}
+    # what each tensor held before a run: the pristine buffers seen through the launch's shapes and strides
+    before = make_tensors(launch, device="cpu", storage=pristine, zeroed=request["zeroed"])
+    buffers = {name: flat.clone() for name, flat in pristine.items()}
+    work = {name: torch.as_strided(buffers[name], t.shape, t.stride()) for name, t in before.items()}
 
     def outputs_of(variant: Launch, seconds: float) -> dict:
+        """Each tensor after the variant's run: a copy where the run changed it, else its pristine view."""
         for name, flat in pristine.items():
             buffers[name].copy_(flat)
         if programs is not None:
@@ -316,7 +317,7 @@ def _child(request: dict) -> None:
             raise
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        return {name: t.clone() for name, t in work.items()}
+        return {name: t.clone() if bool(_changed(t, before[name]).any()) else before[name] for name, t in work.items()}
 
     def say(**line) -> None:
         print(json.dumps(line), flush=True)

@@ -144,8 +144,11 @@ def interpret(jit_fn, grid: tuple, bound: dict) -> None:
 
     interpreter_fixes.install()  # bf16 dots and casts as the GPU computes them, block indices on any NumPy
     interpreted: dict = {}
+    libdevice = interpreter_fixes.LibdeviceCalls()  # libdevice's math on NumPy, put back after the run
 
     def of(fn):
+        if fn not in interpreted:
+            libdevice.cover(fn)
         return interpreted.setdefault(fn, InterpretedFunction(fn))
 
     patched = [tl, tl.core, tl.math, tl.core.tensor, getattr(tl.core, "tensor_descriptor_base", tl.core.tensor)]
@@ -157,6 +160,7 @@ def interpret(jit_fn, grid: tuple, bound: dict) -> None:
             of(jit_fn.fn).run(grid=grid, warmup=False, **bound)
     finally:
         triton_jit.JITFunction.__call__ = original
+        libdevice.restore()
         for obj, before in saved:
             for name in set(vars(obj)) - set(before):
                 delattr(obj, name)
