@@ -453,3 +453,51 @@ def test_program_ids_unpacked_from_a_tuple_tell_a_square_grid_apart(tmp_path):
     assert rule.grid(launch.config.replace(BM=64)) == (4, 8, 64)
     assert rule.grid(launch.config.replace(BN=128)) == (8, 2, 64)
     assert not rule.unknown_grid(launch.config.replace(BM=64, BN=64)), rule.notes()
+
+
+# A head-dim tile as long as its named size (BLOCK_HALF = HALF) on a (tokens, head blocks) grid, and a row tile
+# as long as its named size (BLOCK_M = M) that the kernel scales its program id by: written for the test.
+ONE_TILE_LONG = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rope_kernel(q_ptr, out_ptr, n_heads, HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    tok = tl.program_id(0)
+    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    i = tl.arange(0, BLOCK_HALF)
+    mask = (heads < n_heads)[:, None] & (i < HALF)[None, :]
+    row = q_ptr + tok * n_heads * 2 * HALF + heads[:, None] * 2 * HALF
+    x1 = tl.load(row + i[None, :], mask=mask)
+    x2 = tl.load(row + HALF + i[None, :], mask=mask)
+    out = out_ptr + tok * n_heads * 2 * HALF + heads[:, None] * 2 * HALF
+    tl.store(out + i[None, :], x2, mask=mask)
+    tl.store(out + HALF + i[None, :], x1, mask=mask)
+
+
+@triton.jit
+def rows_kernel(x_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    tl.store(y_ptr + rows[:, None] * N + cols[None, :], tl.load(x_ptr + rows[:, None] * N + cols[None, :], mask=mask),
+             mask=mask)
+'''
+
+
+def test_a_tile_one_tile_long_follows_an_axis_only_where_the_kernel_scales_its_program_id_by_it(tmp_path):
+    """RESULTS 54: BLOCK_HALF = HALF = 64 read as tiling the 16,384 token programs (cdiv(HALF, BLOCK_HALF) x
+    16,384): BLOCK_HALF 16 launched 65,536 programs, which ran past q and made the GPU fault."""
+    path = tmp_path / "one_tile_long.py"
+    path.write_text(ONE_TILE_LONG)
+    q, out = _t("q_ptr", 16384, 32, 128), _t("out_ptr", 16384, 32, 128)
+    rope = Launch(str(path), "rope_kernel", (16384, 4), (q, out), (("n_heads", 32),), (("HALF", 64),),
+                  Config({"BLOCK_H": 8, "BLOCK_HALF": 64}, 4, 3))
+    rule = launch_rule(rope)
+    assert rule.grid(rope.config.replace(BLOCK_HALF=16)) == (16384, 4)
+    assert rule.grid(rope.config.replace(BLOCK_H=32, BLOCK_HALF=32)) == (16384, 1)
+    x, y = _t("x_ptr", 16, 4096), _t("y_ptr", 16, 4096)
+    rows = Launch(str(path), "rows_kernel", (1, 64), (x, y), (("M", 16), ("N", 4096)), (),
+                  Config({"BLOCK_M": 16, "BLOCK_N": 64}, 4, 3))
+    assert launch_rule(rows).grid(rows.config.replace(BLOCK_M=8)) == (2, 64)

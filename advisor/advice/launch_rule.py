@@ -383,6 +383,7 @@ def launch_rule(launch: Launch) -> LaunchRule:
     axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]] = []
     used: set[str] = set()
     current = launch.config
+    scaled_axes = pid_scaled_axes(kernel, set(current.params))
     for axis, size in enumerate(launch.grid):
         if axis in persistent:  # the host's choice, the same for every config
             axes.append(([], size))
@@ -392,8 +393,12 @@ def launch_rule(launch: Launch) -> LaunchRule:
         for r in range(len(free), 0, -1):
             for combo in combinations(free, r):
                 counts = [_cdiv(dim(current), int(current[name])) for name, dim in combo]
-                # an inferred padded size one tile long divides any axis: a coincidence, not a rule
-                if any(n == 1 and any(t is i for i in inferred) for t, n in zip(combo, counts, strict=True)):
+                # One tile as long as its size divides any axis: an inferred padded size so is a coincidence, not a
+                # rule; a named size so tiles this axis only where the kernel scales the axis's program id by the
+                # tile (a GEMM's BLOCK_M = M), never by the numbers alone (a rotary kernel's BLOCK_HALF = HALF = 64
+                # read as tiling its 16,384 token programs: a smaller BLOCK_HALF's grid ran past q, RESULTS 54).
+                if any(n == 1 and (any(t is i for i in inferred) or not scaled_axes.get(t[0], set()) & {axis, None})
+                       for t, n in zip(combo, counts, strict=True)):
                     continue
                 product = math.prod(counts)
                 if product and size % product == 0:
@@ -408,9 +413,11 @@ def launch_rule(launch: Launch) -> LaunchRule:
             axes.append(([], size))
     # A padded size that explains no grid axis is a coincidence of numbers, not a rule.
     padded = [p for p in padded if p.tile in used]
-    # sizes the names explained: no value coincidence may explain another axis with them
+    # sizes the names explained: no value coincidence may explain another axis with them, nor with a size named
+    # after a tile one tile long (M = BLOCK_SIZE_M = 16 is no cdiv(M, SPLIT_K) of a split-K axis)
     named_values = {dim(current) for combo, _ in axes for _, dim in combo}
-    scaled_axes = pid_scaled_axes(kernel, set(current.params))
+    named_values |= {t[1](current) for t in tiles if not any(t is i for i in inferred)
+                     and _cdiv(t[1](current), int(current[t[0]])) == 1}
     axes, inferred, unsure = explain_by_value(launch, axes, named_values, persistent, scaled_axes)
     # An axis nothing explained is kept as recorded; a tile a program id is scaled by still moves it, in a
     # way the numbers did not tell (FlagGems' histogram: m * cdiv(n, tiles_per_cta * TILE_N)): such
