@@ -250,3 +250,36 @@ def test_a_config_differing_only_in_num_stages_from_one_tried_waits_until_every_
     subject = Scripted({A: 10.0, b3: 6.0, b4: 6.1, C: 9.0}, A, measured={A: 10.0, b3: 8.0, b4: 7.9, C: 9.5})
     search(subject, confirm=False, model=MODEL, measure=3)
     assert subject.runs[:4] == [A, b3, C, b4]  # once no other is left, the twins are timed
+
+
+def test_a_config_that_makes_the_gpu_fault_ends_the_timing_and_the_configs_timed_before_it_are_compared():
+    """RESULTS 54: a grid guessed wrong ran past a tensor (illegal memory access); the CUDA context is then lost,
+    so `suggest --measure` crashed with an internal error. Now it stops there and compares what it timed."""
+    from advisor.measure.timing import GPUFault
+
+    subject = Scripted({A: 10.0, B: 8.0, C: 9.0, D: 9.5}, A, measured={A: 10.0, B: 9.0, D: 8.0})
+    base = subject.measurer()
+
+    def run(config):
+        if config == C:
+            subject.runs.append(config)
+            raise GPUFault("scripted C: the launch made the GPU fault (CUDA error: an illegal memory access)")
+        return base(config)
+
+    subject.measurer = lambda: run
+    advice = search(subject, confirm=False, model=MODEL, measure=3)
+    assert subject.runs == [A, B, C]  # nothing runs after the fault, not even the re-timing of the current
+    assert advice.best.config == B and advice.best.measured_us == 9.0
+    assert any("GPU fault" in n and "timing stopped there" in n for n in advice.notes)
+
+
+def test_a_cuda_fault_is_told_from_a_python_error():
+    from advisor.measure.timing import is_gpu_fault
+
+    class AcceleratorError(RuntimeError):  # torch 2.11's name for it
+        pass
+
+    assert is_gpu_fault(AcceleratorError("CUDA error: an illegal memory access was encountered\nSearch for ..."))
+    assert is_gpu_fault(RuntimeError("CUDA error: device-side assert triggered"))
+    assert not is_gpu_fault(RuntimeError("The size of tensor a (4) must match the size of tensor b (8)"))
+    assert not is_gpu_fault(ValueError("CUDA error: not a runtime error"))

@@ -56,7 +56,7 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
                  run: Callable[[Config], float], confirm: bool, model=None) -> list[Candidate]:
     """Time the current config and `count` others of `ranked` (module docstring); the timed candidates,
     fastest first. Wrong or failed configs are counted in `advice.pruned` with a note."""
-    from advisor.measure.timing import MeasurementError, WrongResult
+    from advisor.measure.timing import GPUFault, MeasurementError, WrongResult
 
     timed: list[Candidate] = []
     if current.measured_us is None and math.isfinite(current.predicted_us):
@@ -88,6 +88,10 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
         try:
             cand.measured_us = run(cand.config)
         except MeasurementError as exc:  # a wrong result or a failed launch: that config, not the command
+            if isinstance(exc, GPUFault):  # nothing more can run in this process: the timings so far stand
+                advice.pruned["made the GPU fault when measured"] += 1
+                advice.notes.append(f"{exc}: timing stopped there; the configs timed before it are compared")
+                return sorted(timed, key=lambda c: c.measured_us)
             if isinstance(exc, WrongResult):
                 record_wrong(subject, cand.config)
                 wrong.add(cand.config.program)

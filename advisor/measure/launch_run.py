@@ -178,12 +178,19 @@ def launch_measurer(fn, launch: Launch, launch_of: Callable[[Config], Launch], l
 
     def run(config: Config) -> float:
         go = run_once(config)
-        if not reference:
-            reference.update(outputs_of(go))
-            noise.update(run_noise(reference, outputs_of(go)))
-        else:
-            check_outputs(outputs_of(go), reference, noise, tol, f"{label} {config.label()}")
-        return measure.time_launch(go, **timing_for(go)).us
+        try:
+            if not reference:
+                reference.update(outputs_of(go))
+                noise.update(run_noise(reference, outputs_of(go)))
+            else:
+                check_outputs(outputs_of(go), reference, noise, tol, f"{label} {config.label()}")
+            return measure.time_launch(go, **timing_for(go)).us
+        except Exception as exc:
+            if measure.is_gpu_fault(exc):  # a grid or config that reads past a tensor: said, never a traceback
+                raise measure.GPUFault(f"{label} {config.label()}: the launch made the GPU fault "
+                                       f"({str(exc).splitlines()[0]}); the process's CUDA context is lost, so "
+                                       "no further config can run on the GPU in it") from None
+            raise
 
     reference_config = launch.config
     run(reference_config)  # the launch's own config sets the reference outputs

@@ -26,6 +26,19 @@ class WrongResult(MeasurementError):
     """The config ran and computed another result than the reference (the launch's own config)."""
 
 
+class GPUFault(MeasurementError):
+    """The config's launch made the GPU fault (an illegal address, a trap): the process's CUDA context is lost,
+    so nothing more runs on the GPU in this process."""
+
+
+def is_gpu_fault(exc: BaseException) -> bool:
+    """Whether `exc` is the CUDA runtime reporting a fault of a kernel (torch raises it as AcceleratorError, or
+    RuntimeError on older versions), not a Python error of ours."""
+    text = str(exc)
+    return type(exc).__name__ in ("AcceleratorError", "RuntimeError") and (
+        "CUDA error" in text or "cudaError" in text)
+
+
 @dataclass(frozen=True)
 class Timing:
     us: float                 # median time per launch, microseconds
