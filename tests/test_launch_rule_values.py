@@ -21,9 +21,10 @@ def _t(name: str, *shape: int) -> TensorArg:
     return TensorArg.contiguous(name, shape, "bfloat16")
 
 
-def norm_backward(rows: int = 8192, cols: int = 4096, block_rows: int = 8, block_cols: int = 2048) -> Launch:
+def norm_backward(rows: int = 8192, cols: int = 4096, block_rows: int = 8, block_cols: int = 2048,
+                  kernel: str = "rows_backward_kernel") -> Launch:
     """A layer-norm backward's launch: grid cdiv(M, BLOCK_ROW_SIZE), M no spelling of ROW."""
-    return Launch(NORM_BWD, "rows_backward_kernel", (-(-rows // block_rows),),
+    return Launch(NORM_BWD, kernel, (-(-rows // block_rows),),
                   (_t("dy_ptr", rows, cols), _t("x_ptr", rows, cols), _t("rstd_ptr", rows), _t("dx_ptr", rows, cols)),
                   (("M", rows), ("N", cols)), (),
                   Config({"BLOCK_ROW_SIZE": block_rows, "BLOCK_COL_SIZE": block_cols}, 16, 2))
@@ -56,7 +57,7 @@ def test_the_subject_of_a_row_block_kernel_file_launches_each_config_at_its_grid
 
 def test_a_column_block_grid_follows_the_other_tile():
     """The weight-gradient kernel beside it grids over cdiv(N, BLOCK_COL_SIZE)."""
-    launch = norm_backward(block_rows=128, block_cols=8)
+    launch = norm_backward(block_rows=128, block_cols=8, kernel="cols_backward_kernel")
     launch = Launch(launch.source, launch.kernel, (512,), launch.tensors, launch.scalars, (), launch.config)
     rule = launch_rule(launch)
     assert rule.grid(launch.config.replace(BLOCK_COL_SIZE=4)) == (1024,)
@@ -111,7 +112,7 @@ def test_a_split_k_axis_counts_the_parameter_itself():
 # ------------------------------------------------------------------------------ refusing to guess
 
 def test_two_tiles_that_explain_an_axis_equally_keep_it_with_a_note():
-    launch = norm_backward(rows=4096, cols=4096, block_rows=64, block_cols=64)
+    launch = norm_backward(rows=4096, cols=4096, block_rows=64, block_cols=64, kernel="rows_flat_kernel")
     rule = launch_rule(launch)
     assert rule.grid(launch.config.replace(BLOCK_ROW_SIZE=32)) == (64,)
     assert rule.grid(launch.config.replace(BLOCK_COL_SIZE=32)) == (64,)
@@ -126,7 +127,7 @@ def test_a_search_ranks_no_config_whose_grid_would_be_a_guess():
     from advisor.advice.subjects import LaunchSubject
     from ceilings.hardware import resolve_gpu
 
-    launch = norm_backward(rows=4096, cols=4096, block_rows=64, block_cols=64)
+    launch = norm_backward(rows=4096, cols=4096, block_rows=64, block_cols=64, kernel="rows_flat_kernel")
     smaller = launch.config.replace(BLOCK_ROW_SIZE=32)
     subject = LaunchSubject(launch, resolve_gpu("h100"), space=[launch.config, smaller])
     assert "BLOCK_ROW_SIZE" in subject.precheck(smaller) and "does not tell" in subject.precheck(smaller)
@@ -501,3 +502,14 @@ def test_a_tile_one_tile_long_follows_an_axis_only_where_the_kernel_scales_its_p
     rows = Launch(str(path), "rows_kernel", (1, 64), (x, y), (("M", 16), ("N", 4096)), (),
                   Config({"BLOCK_M": 16, "BLOCK_N": 64}, 4, 3))
     assert launch_rule(rows).grid(rows.config.replace(BLOCK_M=8)) == (2, 64)
+
+
+def test_a_tile_a_loop_steps_by_from_a_constant_start_counts_no_programs():
+    """RESULTS 54: a paged decode walks each sequence by BLOCK_N (`range(0, seq_len, BLOCK_N)`); its 4 sequences
+    also read as cdiv(256, BLOCK_N = 64), so BLOCK_N was left unranked. The same numbers on the row kernel that
+    walks its columns by BLOCK_COL_SIZE: the rows' tile explains the grid, the loop's tile never."""
+    launch = norm_backward(rows=4096, cols=4096, block_rows=64, block_cols=64)
+    rule = launch_rule(launch)
+    assert rule.unsure == set()
+    assert rule.grid(launch.config.replace(BLOCK_COL_SIZE=32)) == (64,)
+    assert rule.grid(launch.config.replace(BLOCK_ROW_SIZE=32)) == (128,)

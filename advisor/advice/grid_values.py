@@ -201,8 +201,8 @@ def _candidates(size: int, terms: dict[str, list[Term]], dims: set[int], sizes: 
 
 
 def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int],
-                     fixed: set[int] = frozenset(), scaled_axes: dict[str, set] | None = None
-                     ) -> tuple[list[Axis], list[str], set[str]]:
+                     fixed: set[int] = frozenset(), scaled_axes: dict[str, set] | None = None,
+                     loop_tiles: set[str] = frozenset()) -> tuple[list[Axis], list[str], set[str]]:
     """`axes` (the names' explanation, one per grid axis) with what is left of each explained by values
     where one explanation is best; the notes (each inference, each axis kept for want of one); and the
     tiles an axis was kept for (a config that changes one has a grid the recorded launch does not tell).
@@ -210,14 +210,14 @@ def explain_by_value(launch: Launch, axes: list[Axis], used_values: set[int],
     `scaled_axes`: tile -> the axes whose program id the kernel multiplies it by (`launch_rule.pid_scaled_axes`):
     explanations with a tile the kernel scales only other axes' program ids by are dropped while another remains
     (the fp8 GEMV: 8 pairs on axis 1 tie with cdiv(128 experts, BLOCK_ROWS = 16), but the kernel multiplies
-    only program_id(0) by BLOCK_ROWS)."""
+    only program_id(0) by BLOCK_ROWS). `loop_tiles`: tiles a program walks a loop by, which count no programs."""
     def elsewhere(e: Explanation, axis: int) -> bool:
         known = [(scaled_axes or {}).get(t.tile, set()) for t in e.terms]
         return any(k and None not in k and axis not in k for k in known)
 
     used = {name for combo, _ in axes for name, _ in combo}
     free = {k: v for k, v in launch.config.params.items()
-            if k not in used and _power_of_two(v) and not SWIZZLE_GROUP.match(k)}
+            if k not in used and k not in loop_tiles and _power_of_two(v) and not SWIZZLE_GROUP.match(k)}
     terms = _terms(launch, free, used_values)
     dims = {d for t in launch.tensors for d in t.shape if d >= 2}
     sizes = dims | {v for k, v in _int_args(launch).items() if v >= 2 and not k.lower().startswith("stride")}

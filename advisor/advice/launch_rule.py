@@ -369,12 +369,27 @@ def walked_tiles(kernel: ast.FunctionDef | None, launch: Launch, spellings: Sequ
     return walked
 
 
+def stepped_tiles(kernel: ast.FunctionDef | None, launch: Launch,
+                  defs: dict[str, ast.FunctionDef] | None = None) -> set[str]:
+    """The config's parameters a loop of the kernel (or a JIT helper of its file) steps by from a constant start,
+    `for start in range(0, seq_len, BLOCK_N)`: one program walks the whole range, so the tile counts no programs
+    of the grid, whatever bound the loop has (a paged decode's sequence length, named after no tile) and whatever
+    the numbers say (its 4 sequences read as cdiv(a 256-wide dimension, BLOCK_N = 64), so BLOCK_N was not ranked
+    and a 1.95x faster BLOCK_N went untried, RESULTS 54). A start a program id sets (split-K, split-KV) is
+    another program's share: not counted."""
+    if kernel is None:
+        return set()
+    params = set(launch.config.params)
+    return {name for args in _loop_args(kernel, defs or {}) if len(args) == 3 and not args[0]
+            for name in args[2] if args[2] == {name} and name in params}
+
+
 def launch_rule(launch: Launch) -> LaunchRule:
     """The launch rule of a recorded launch: which tiles divide which grid axis, and its padded sizes."""
     defs = _file_defs(launch)  # the source, parsed once for its questions
     kernel = defs.get(launch.kernel)
     persistent = {a for a in grid_stride_axes(kernel) if a < len(launch.grid)}
-    walked = walked_tiles(kernel, launch, defs=defs)
+    walked = walked_tiles(kernel, launch, defs=defs) | stepped_tiles(kernel, launch, defs)
     tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)
                                                         if n not in walked]
     padded = padded_sizes(launch, {n for n, _ in tiles} | walked)  # a walked tile counts no programs
@@ -418,7 +433,7 @@ def launch_rule(launch: Launch) -> LaunchRule:
     named_values = {dim(current) for combo, _ in axes for _, dim in combo}
     named_values |= {t[1](current) for t in tiles if not any(t is i for i in inferred)
                      and _cdiv(t[1](current), int(current[t[0]])) == 1}
-    axes, inferred, unsure = explain_by_value(launch, axes, named_values, persistent, scaled_axes)
+    axes, inferred, unsure = explain_by_value(launch, axes, named_values, persistent, scaled_axes, walked)
     # An axis nothing explained is kept as recorded; a tile a program id is scaled by still moves it, in a
     # way the numbers did not tell (FlagGems' histogram: m * cdiv(n, tiles_per_cta * TILE_N)): such
     # configs are not ranked, as for a tie (RESULTS 34c: TILE_N 1024 -> 512 left half the rows uncounted).
