@@ -100,7 +100,10 @@ def device(args) -> None:
     rows = []
     start, _, stop = args.only.partition(":")
     entries = list(map(json.loads, args.plan.read_text().splitlines()))[int(start or 0):int(stop) if stop else None]
-    for entry in entries:
+    from advisor.measure.timing import GPUFault
+
+    faulted_at = None
+    for index, entry in enumerate(entries):
         if "error" in entry:
             rows.append(entry)
             continue
@@ -116,6 +119,10 @@ def device(args) -> None:
                 try:
                     us = measure(Config.from_dict(config))
                     row["timed"].append({"config": config, "us": round(us, 3)})
+                except GPUFault as exc:  # the CUDA context is lost: nothing more of this process's timings
+                    row["timed"].append({"config": config, "error": f"GPUFault: {exc}"[:200]})
+                    faulted_at = index
+                    break
                 except Exception as exc:  # noqa: BLE001 - a config that fails or computes wrong is a row
                     row["timed"].append({"config": config, "error": f"{type(exc).__name__}: {exc}"[:200]})
         except Exception as exc:  # noqa: BLE001
@@ -139,6 +146,16 @@ def device(args) -> None:
             row["measured_pick"] = {"error": doc.get("error", "no launch")}
         rows.append(row)
         (out / "fresh_user.json").write_text(json.dumps({"rows": rows}, indent=1))
+        if faulted_at is not None and index + 1 < len(entries):
+            # the launches left run in a fresh process, with a CUDA context of their own (RESULTS 54: a fault
+            # left the rest of a run untimed)
+            first = int(start or 0) + index + 1
+            rest = out / "rest"
+            subprocess.run([sys.executable, __file__, "device", "--out", str(rest), "--plan", str(args.plan),
+                            "--measure", str(args.measure), "--only", f"{first}:{stop}"], check=False)
+            if (rest / "fresh_user.json").exists():
+                rows += json.loads((rest / "fresh_user.json").read_text())["rows"]
+            break
     env = run_env()
     (out / "fresh_user.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
     print(json.dumps(env))
