@@ -41,12 +41,11 @@ SETS = {  # set -> GPU -> the row files of its device runs (the calibrated and r
 }
 
 
-Z80 = 1.2816
-
-
 def expected_gain(product_choose, seen):
     """Experiment: the config whose expected gain over the fastest time so far is largest, its time
     log-normal about the (calibrated) prediction with the spread its 80% band implies."""
+    from advisor.model.kernel_calibration import Z80
+
     def choose(untimed, tried=()):
         best = min((us for _, us in seen), default=math.inf)
         if not math.isfinite(best):

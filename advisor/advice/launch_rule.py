@@ -390,11 +390,11 @@ def launch_rule(launch: Launch) -> LaunchRule:
     kernel = defs.get(launch.kernel)
     persistent = {a for a in grid_stride_axes(kernel) if a < len(launch.grid)}
     walked = walked_tiles(kernel, launch, defs=defs) | stepped_tiles(kernel, launch, defs)
-    tiles: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)
+    named: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)
                                                         if n not in walked]
-    padded = padded_sizes(launch, {n for n, _ in tiles} | walked)  # a walked tile counts no programs
+    padded = padded_sizes(launch, {n for n, _ in named} | walked)  # a walked tile counts no programs
     inferred = [(p.tile, p.value) for p in padded]
-    tiles += inferred
+    tiles = named + inferred
     axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]] = []
     used: set[str] = set()
     current = launch.config
@@ -431,8 +431,7 @@ def launch_rule(launch: Launch) -> LaunchRule:
     # sizes the names explained: no value coincidence may explain another axis with them, nor with a size named
     # after a tile one tile long (M = BLOCK_SIZE_M = 16 is no cdiv(M, SPLIT_K) of a split-K axis)
     named_values = {dim(current) for combo, _ in axes for _, dim in combo}
-    named_values |= {t[1](current) for t in tiles if not any(t is i for i in inferred)
-                     and _cdiv(t[1](current), int(current[t[0]])) == 1}
+    named_values |= {dim(current) for name, dim in named if _cdiv(dim(current), int(current[name])) == 1}
     axes, inferred, unsure = explain_by_value(launch, axes, named_values, persistent, scaled_axes, walked)
     # An axis nothing explained is kept as recorded; a tile a program id is scaled by still moves it, in a
     # way the numbers did not tell (FlagGems' histogram: m * cdiv(n, tiles_per_cta * TILE_N)): such

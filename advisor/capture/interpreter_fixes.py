@@ -179,15 +179,12 @@ class LibdeviceCalls:
     for each Python function the run interprets (the kernel, its helpers), `restore()` after."""
 
     def __init__(self):
-        self._saved: list[tuple[object, str, object, bool]] = []
+        self._saved: list[tuple[dict, str, object]] = []  # (namespace, name, what it held): a module's or globals
         self._modules_done = False
 
-    def _swap(self, where, name: str, value, in_dict: bool) -> None:
-        self._saved.append((where, name, where[name] if in_dict else getattr(where, name), in_dict))
-        if in_dict:
-            where[name] = value
-        else:
-            setattr(where, name, value)
+    def _swap(self, names: dict, key: str, libdevice_name: str) -> None:
+        self._saved.append((names, key, names[key]))
+        names[key] = _numpy_call(libdevice_name)
 
     def cover(self, fn) -> None:
         import sys
@@ -196,17 +193,14 @@ class LibdeviceCalls:
             self._modules_done = True
             for module in (sys.modules.get(m) for m in _MODULES):
                 for name in _NUMPY:
-                    if module is not None and hasattr(module, name):
-                        self._swap(module, name, _numpy_call(name), in_dict=False)
+                    if module is not None and name in vars(module):
+                        self._swap(vars(module), name, name)
         names = getattr(fn, "__globals__", {})
         for key, value in list(names.items()):
             if getattr(value, "__module__", None) in _MODULES and getattr(value, "__name__", None) in _NUMPY:
-                self._swap(names, key, _numpy_call(value.__name__), in_dict=True)
+                self._swap(names, key, value.__name__)
 
     def restore(self) -> None:
         while self._saved:
-            where, name, value, in_dict = self._saved.pop()
-            if in_dict:
-                where[name] = value
-            else:
-                setattr(where, name, value)
+            names, name, value = self._saved.pop()
+            names[name] = value
