@@ -9,10 +9,12 @@ that is how `ceilings.sass` maps SASS blocks, which carry the same lines, onto r
 Scalar integer arithmetic is evaluated for all CTAs of the grid at once, as numpy vectors indexed
 by CTA (`tt.get_program_id` and `tt.get_num_programs` come from the grid): `arith` constants,
 + - * / %, min/max, bit operations, casts, compares, selects, and a scalar `tt.load` from a tensor
-whose contents the launch carries (`TensorArg.values`, e.g. a routing table). So every `if` side
-and early-exit block gets, per CTA, whether it runs, and every loop its trip count per entry. A
-value is unknown (None) when it depends on memory the launch does not carry, on a loop-carried
-value or an induction variable, or on anything else not evaluated here (floats, tensors).
+whose contents the launch carries (`TensorArg.values`, e.g. a routing table); 1-D integer tensors and
+their reductions to a scalar go through `ceilings.ttir_lanes` (a count of a tile's routing ids). So
+every `if` side and early-exit block gets, per CTA, whether it runs, and every loop its trip count per
+entry. A value is unknown (None) when it depends on memory the launch does not carry, on a
+loop-carried value or an induction variable, or on anything else not evaluated here (floats, 2-D
+tensors).
 
 Every global memory access (loads, stores, atomics, async and descriptor copies) is recorded with
 the pointer argument its address derives from and its elements per execution, for the DRAM bytes
@@ -44,6 +46,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ceilings import ttir_lanes
+from ceilings.ttir_ops import BINARY, CASTS, CMP, DIVIDING, LOGICAL, Pointer
+
 MAX_CTAS = 1 << 17
 MAX_ITERATIONS = 256        # loops up to this many trips are evaluated once per iteration...
 MAX_ITERATION_CELLS = 1 << 22  # ... while iterations x CTAs stays below this
@@ -67,27 +72,6 @@ _MEMORY_OPS = {"tt.load": "load", "tt.store": "store", "tt.atomic_rmw": "atomic"
                "ttng.async_tma_copy_local_to_global": "store", "tt.descriptor_gather": "load"}
 
 
-def _c_div(a, b):
-    q = np.abs(a) // np.abs(b)
-    return np.where((a >= 0) == (b > 0), q, -q)
-
-
-_BINARY = {
-    "arith.addi": np.add, "arith.subi": np.subtract, "arith.muli": np.multiply,
-    "arith.divsi": _c_div, "arith.divui": np.floor_divide,
-    "arith.remsi": lambda a, b: a - _c_div(a, b) * b, "arith.remui": np.remainder,
-    "arith.ceildivsi": lambda a, b: -((-a) // b), "arith.ceildivui": lambda a, b: -((-a) // b),
-    "arith.floordivsi": np.floor_divide,
-    "arith.maxsi": np.maximum, "arith.maxui": np.maximum, "arith.minsi": np.minimum, "arith.minui": np.minimum,
-    "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,
-    "arith.shli": np.left_shift, "arith.shrsi": np.right_shift, "arith.shrui": np.right_shift,
-}
-_DIVIDING = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi", "arith.ceildivui",
-             "arith.floordivsi"}
-_CMP = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
-        "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal}
-_LOGICAL = {"arith.andi": np.logical_and, "arith.ori": np.logical_or, "arith.xori": np.logical_xor}
-_CASTS = {"arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui"}
 
 
 @dataclass
@@ -147,12 +131,6 @@ class KernelIR:
 
     def loops(self) -> list[Region]:
         return [r for r in self.regions if r.kind in ("for", "while")]
-
-
-@dataclass(frozen=True)
-class _Pointer:
-    argument: str
-    offset: np.ndarray | None  # elements from the argument's data pointer
 
 
 def function_arguments(ir: str) -> list[str]:
@@ -285,6 +263,7 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
     if_ops = 0
     expanded: np.ndarray | None = None  # iterations x CTAs that run, of the loop whose iterations are evaluated
     expanded_at = 0
+    reducing: list[ttir_lanes.PendingReduce] = []  # reduces whose combine region is being read
 
     def region_of_scope() -> int:
         return scopes[-1][1] if scopes else 0
@@ -304,7 +283,7 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
                     name, kind = m.group("name"), m.group("type")
                     arguments.append(name)
                     if "!tt.ptr" in kind or "tensordesc" in kind:
-                        env[name] = _Pointer(name, np.asarray(0, dtype=np.int64))
+                        env[name] = Pointer(name, np.asarray(0, dtype=np.int64))
                         base_of[name] = name
                     else:
                         value = scalars.get(name)
@@ -404,6 +383,15 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
                 edges.append((current_block, targets[0], cond))
                 edges.append((current_block, targets[1], None if cond is None else ~cond))
             continue
+        if reducing and op == "tt.reduce.return" and len(scopes) == reducing[-1].depth + 1:
+            done = reducing.pop()
+            env[done.result] = done.value()
+        elif reducing and len(scopes) == reducing[-1].depth + 1:
+            reducing[-1].combine.append(op)
+        if op == "tt.reduce":
+            pending = ttir_lanes.pending_reduce(result, rest, env, len(scopes))
+            if pending is not None:
+                reducing.append(pending)
         if opens:
             scopes.append(("inline", here))
         if op in _MEMORY_OPS:
@@ -445,7 +433,7 @@ def _fed(operands: Sequence[str], feeds: Mapping[str, frozenset[str]], env: Mapp
     out: set[str] = set()
     for o in operands:
         value = env.get(o)
-        if isinstance(value, _Pointer):
+        if isinstance(value, Pointer):
             value = value.offset
         if isinstance(value, np.ndarray) and value.ndim in (1, 2) and value.shape[-1] == evaluated > 1:
             out.add(o)  # per CTA (or per iteration and CTA, in a loop whose iterations are evaluated)
@@ -468,7 +456,7 @@ def _stream_ids(address: frozenset[str], env: Mapping[str, object], evaluated: i
     columns = []
     for name in sorted(address):
         value = env.get(name)
-        value = value.offset if isinstance(value, _Pointer) else value
+        value = value.offset if isinstance(value, Pointer) else value
         if not isinstance(value, np.ndarray) or value.ndim not in (1, 2) or value.shape[-1] != evaluated:
             return None
         columns += list(np.atleast_2d(value).astype(np.int64))
@@ -611,6 +599,9 @@ def _access(op: str, rest: str, region: int, base_of: Mapping[str, str]) -> Acce
 
 def _evaluate(op: str, rest: str, env: Mapping[str, object], pids, num_programs, values):
     body = rest.split(" loc(")[0]
+    if "tensor<" in body.split(" : ", 1)[-1] and op != "tt.reduce":
+        # a 1-D integer tensor of a CTA (a block of a routing table, its mask): ceilings.ttir_lanes
+        return ttir_lanes.evaluate(op, body, env, values)
     if op == "arith.constant":
         if "dense<" in body or "tensor<" in body:
             return None
@@ -628,10 +619,10 @@ def _evaluate(op: str, rest: str, env: Mapping[str, object], pids, num_programs,
         return None if axis is None else np.asarray(axis, dtype=np.int64)
     if op == "tt.addptr":
         operands = [env.get(v[1:]) for v in _VALUE.findall(body.split(" : ")[0])]
-        if len(operands) == 2 and isinstance(operands[0], _Pointer):
+        if len(operands) == 2 and isinstance(operands[0], Pointer):
             base, offset = operands
             total = None if base.offset is None or not isinstance(offset, np.ndarray) else base.offset + offset
-            return _Pointer(base.argument, total)
+            return Pointer(base.argument, total)
         return None
     if ":" in body and "tensor<" in body.split(":", 1)[1]:
         return None
@@ -640,20 +631,20 @@ def _evaluate(op: str, rest: str, env: Mapping[str, object], pids, num_programs,
     operands = [env.get(v[1:]) for v in _VALUE.findall(body.split(" : ")[0])]
     if any(not isinstance(o, np.ndarray) for o in operands):
         return None
-    if op in _BINARY and len(operands) == 2:
+    if op in BINARY and len(operands) == 2:
         a, b = operands
-        if a.dtype == bool and b.dtype == bool and op in _LOGICAL:
-            return _LOGICAL[op](a, b)
+        if a.dtype == bool and b.dtype == bool and op in LOGICAL:
+            return LOGICAL[op](a, b)
         a, b = a.astype(np.int64), b.astype(np.int64)
-        if op in _DIVIDING and np.any(b == 0):
+        if op in DIVIDING and np.any(b == 0):
             return None
         with np.errstate(all="ignore"):
-            return _BINARY[op](a, b)
-    if op in _CASTS and len(operands) == 1:
+            return BINARY[op](a, b)
+    if op in CASTS and len(operands) == 1:
         return operands[0].astype(np.int64) if operands[0].dtype == bool else operands[0]
     if op == "arith.cmpi" and len(operands) == 2:
         predicate = body.split(",")[0].strip()
-        return _CMP[predicate](operands[0], operands[1]) if predicate in _CMP else None
+        return CMP[predicate](operands[0], operands[1]) if predicate in CMP else None
     if op == "arith.select" and len(operands) == 3:
         return np.where(operands[0], operands[1], operands[2])
     return None
@@ -665,7 +656,7 @@ def _load_scalar(body: str, env: Mapping[str, object], values: Mapping[str, Sequ
     takes `other` where its known mask is off, and reads only where it is on."""
     operands = _VALUE.findall(body.split(" : ")[0])
     pointer = env.get(operands[0][1:]) if operands else None
-    if not isinstance(pointer, _Pointer) or pointer.offset is None or pointer.argument not in values:
+    if not isinstance(pointer, Pointer) or pointer.offset is None or pointer.argument not in values:
         return None
     mask = env.get(operands[1][1:]) if len(operands) >= 2 else np.asarray(True)
     other = env.get(operands[2][1:]) if len(operands) == 3 else None

@@ -25,9 +25,10 @@ BLOCK = 1024
 WARPS = 4
 
 
-def launch(kernel, grid, shape, scalars, extra=(), block=BLOCK):
+def launch(kernel, grid, shape, scalars, extra=(), block=BLOCK, constexprs=None):
     tensors = (TensorArg.contiguous("x_ptr", shape, "float32"), TensorArg.contiguous("y_ptr", shape, "float32"))
-    return Launch(KERNELS, kernel, grid, tensors + tuple(extra), scalars, {}, Config({"BLOCK": block}, WARPS, 1))
+    return Launch(KERNELS, kernel, grid, tensors + tuple(extra), scalars, constexprs or {},
+                  Config({"BLOCK": block}, WARPS, 1))
 
 
 def total(demand):
@@ -75,6 +76,37 @@ def test_loop_bounds_from_a_masked_load_of_carried_offsets_are_evaluated():
     unknown = TensorArg("offsets_ptr", (4,), "int32", (1,))
     assert generic_demand(launch("jagged_groups", (4,), (600, BLOCK), {"n_cols": BLOCK}, [unknown])
                           ).instructions("xu") == 0  # without the values, the least work: none
+
+
+def test_a_branch_on_a_count_reduced_from_carried_ids_is_evaluated_per_cta():
+    """`if tl.sum(ids == adapter) > 0` over a block of carried routing ids (a per-token LoRA kernel): the
+    floor counted the work in no CTA and the expected work in half, 50x under a measured launch (RESULTS 55)."""
+    import numpy as np
+
+    tiles, adapters, rows = 64, 8, 16
+    ids = np.random.default_rng(3).integers(-1, adapters, tiles * rows)
+    ids[: 4 * rows] = -1  # four tiles route to no adapter
+    carried = TensorArg("ids_ptr", (tiles * rows,), "int32", (1,), values=tuple(int(v) for v in ids))
+    d = generic_demand(launch("routed_tiles", (tiles, adapters), (tiles * adapters, BLOCK),
+                              {"n_rows": tiles * rows}, [carried], constexprs={"ROWS": rows}))
+    working = sum(len(set(ids[t * rows:(t + 1) * rows].tolist()) - {-1}) for t in range(tiles))
+    assert 0 < working < tiles * adapters
+    assert d.instructions("xu") == working * BLOCK / 32   # one MUFU.EX2 per element of a working CTA
+    assert d.expected.instructions("xu") == working * BLOCK / 32
+    unknown = TensorArg("ids_ptr", (tiles * rows,), "int32", (1,))
+    d = generic_demand(launch("routed_tiles", (tiles, adapters), (tiles * adapters, BLOCK),
+                              {"n_rows": tiles * rows}, [unknown], constexprs={"ROWS": rows}))
+    assert d.instructions("xu") == 0                       # without the ids: the least work, none
+    assert d.expected.instructions("xu") == tiles * adapters * BLOCK / 32 / 2
+
+
+def test_a_loop_bound_reduced_from_carried_lengths_is_evaluated_per_cta():
+    lengths = (3, 9, 1, 4, 0, 0, 2, 0)  # two programs of four sequences: longest 9 and 2
+    carried = TensorArg("lengths_ptr", (8,), "int32", (1,), values=lengths)
+    d = generic_demand(launch("longest_in_block", (2,), (16, BLOCK), {"n_cols": BLOCK}, [carried],
+                              constexprs={"SEQS": 4}))
+    assert d.instructions("xu") == (9 + 2) * BLOCK / 32
+    assert d.busiest_sm_work("xu", 132) == 9 * BLOCK / 32
 
 
 # --- loops ----------------------------------------------------------------------------------------
