@@ -201,11 +201,13 @@ def test_a_config_timed_at_the_launch_is_a_candidate_even_outside_the_space_sear
     assert outside not in subject.space()
     fastest = min(c.predicted_us for c in predict_candidates(subject, subject.space()))
     (cand,) = predict_candidates(subject, [outside])
-    record_timings(subject, [(cand, fastest / 2)])  # timed twice as fast as any config of the space is predicted
+    # timed 4x faster than any config of the space is predicted (twice as fast was enough until BM became searchable
+    # at 16 rows, RESULTS 55: the timing's correction of its neighbours now brings one within reach)
+    record_timings(subject, [(cand, fastest / 4)])
     (subject,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call, gpu=resolve_gpu("h100"))
     advice = search(subject, confirm=False)
     assert advice.best.config == outside and advice.best.timed_before
-    assert advice.best.predicted_us == pytest.approx(fastest / 2)
+    assert advice.best.predicted_us == pytest.approx(fastest / 4)
     # the reason says what the gain rests on: this config's earlier timing, the current config's prediction
     assert "the suggestion measured here before, the other predicted" in advice.why, advice.why
 

@@ -513,3 +513,66 @@ def test_a_tile_a_loop_steps_by_from_a_constant_start_counts_no_programs():
     assert rule.unsure == set()
     assert rule.grid(launch.config.replace(BLOCK_COL_SIZE=32)) == (64,)
     assert rule.grid(launch.config.replace(BLOCK_ROW_SIZE=32)) == (128,)
+
+
+# An implicit-GEMM convolution in the NHWC style (written for the test): the batch is `N`, the output channels
+# `K`, and BLOCK_N tiles the channels; the pixels' count M is computed in the kernel. And a chunk-state kernel whose
+# first axis is cdiv(hdim, BLOCK_P) * cdiv(dstate, BLOCK_N), neither named after its tile.
+MASKED_SIZES = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def conv_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    M = N * H * W
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_k = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row = offs_m // W
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for c0 in range(0, C, BLOCK_K):
+        cc = c0 + tl.arange(0, BLOCK_K)
+        a = tl.load(x_ptr + offs_m[:, None] * C + cc[None, :], mask=(offs_m < M)[:, None] & (cc < C)[None, :]
+                    & (row < N * H)[:, None], other=0.0)
+        b = tl.load(w_ptr + cc[:, None] * K + offs_k[None, :], mask=(cc < C)[:, None] & (offs_k < K)[None, :],
+                    other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(y_ptr + offs_m[:, None] * K + offs_k[None, :], acc, mask=(offs_m < M)[:, None] & (offs_k < K)[None, :])
+
+
+@triton.jit
+def chunk_state_kernel(x_ptr, b_ptr, s_ptr, hdim, dstate, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_pn = tl.program_id(0)
+    num_pb = tl.cdiv(hdim, BLOCK_P)
+    pid_p = pid_pn % num_pb
+    pid_n = pid_pn // num_pb
+    offs_p = pid_p * BLOCK_P + tl.arange(0, BLOCK_P)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + offs_p, mask=offs_p < hdim, other=0.0)
+    b = tl.load(b_ptr + offs_n, mask=offs_n < dstate, other=0.0)
+    tl.store(s_ptr + offs_p[:, None] * dstate + offs_n[None, :], x[:, None] * b[None, :],
+             mask=(offs_p < hdim)[:, None] & (offs_n < dstate)[None, :])
+'''
+
+
+def test_a_grid_tile_follows_the_size_its_offsets_are_masked_against_over_its_name(tmp_path):
+    """RESULTS 55: read by its name, a convolution's BLOCK_N tiled the batch N = 4 (one tile long), so every other
+    BLOCK_N kept the 4 channel programs and computed part of the output (the GPU found 14 of 17 configs wrong);
+    a chunk-state kernel's axis read as padded sizes that the numbers happened to fit."""
+    path = tmp_path / "masked_sizes.py"
+    path.write_text(MASKED_SIZES)
+    conv = Launch(str(path), "conv_kernel", (512, 4), (_t("x_ptr", 4, 128, 128, 512), _t("w_ptr", 512, 512),
+                                                       _t("y_ptr", 4, 128, 128, 512)),
+                  (("N", 4), ("H", 128), ("W", 128), ("C", 512), ("K", 512)), (),
+                  Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}, 8, 3))
+    rule = launch_rule(conv)
+    assert rule.grid(conv.config.replace(BLOCK_N=16)) == (512, 32)
+    assert rule.grid(conv.config.replace(BLOCK_M=64, BLOCK_K=64)) == (1024, 4)
+    state = Launch(str(path), "chunk_state_kernel", (2,), (_t("x_ptr", 64), _t("b_ptr", 128), _t("s_ptr", 64, 128)),
+                   (("hdim", 64), ("dstate", 128)), (), Config({"BLOCK_P": 64, "BLOCK_N": 64}, 4, 2))
+    rule = launch_rule(state)
+    assert rule.grid(state.config.replace(BLOCK_N=16)) == (8,)
+    assert rule.grid(state.config.replace(BLOCK_P=32, BLOCK_N=128)) == (2,)

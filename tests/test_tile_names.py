@@ -53,10 +53,11 @@ def test_short_named_gemm_tiles_move_the_grid_or_walk_the_loop():
     assert rule.grid(launch.config.replace(BM=32)) == (172, 4)
     assert rule.grid(launch.config.replace(BK=128)) == (344, 4)  # BK walks K: no program more or fewer
     assert covering_tiles(fn, dict(launch.config.params), rule) == set()
-    # at 8 rows one BM tile covers M: no axis follows BM, so it is kept as launched (a wrong result is worse
-    # than a missed speed-up), while BN and BK are still searched
+    # at 8 rows one BM tile covers M, and the kernel masks BM's rows by M and scales axis 0's program id by BM:
+    # axis 0 follows BM as at 32 rows (RESULTS 55; before, no axis followed it and BM was kept as launched)
     skinny = _splitk(8)
-    assert covering_tiles(fn, dict(skinny.config.params), launch_rule(skinny)) == {"BM"}
+    assert launch_rule(skinny).grid(skinny.config.replace(BM=4)) == (344, 4)
+    assert covering_tiles(fn, dict(skinny.config.params), launch_rule(skinny)) == set()
 
 
 def test_a_bare_block_each_row_covers_whole_is_kept():

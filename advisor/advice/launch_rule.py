@@ -42,6 +42,7 @@ from pathlib import Path
 
 from advisor.advice.grid_values import TILE_WORDS, explain_by_value
 from advisor.advice.operands import axis_arg
+from advisor.advice.tile_bounds import masked_bounds
 from ceilings import pysource
 from ceilings.launch import Config, Launch, TensorArg
 
@@ -390,15 +391,21 @@ def launch_rule(launch: Launch) -> LaunchRule:
     kernel = defs.get(launch.kernel)
     persistent = {a for a in grid_stride_axes(kernel) if a < len(launch.grid)}
     walked = walked_tiles(kernel, launch, defs=defs) | stepped_tiles(kernel, launch, defs)
-    named: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=d: d)) for n, d in named_tiles(launch)
-                                                        if n not in walked]
+    scaled_axes = pid_scaled_axes(kernel, set(launch.config.params))
+    # The size a grid tile's offsets are masked against, where the kernel says it, over the size its name suggests
+    # (an implicit-GEMM convolution's BLOCK_N tiles the channels K, not the batch N: RESULTS 55); a grid tile is
+    # one a program id is scaled by (a tile a loop steps by is masked against its dimension too, fla's BK).
+    by_name = dict(named_tiles(launch))
+    masked = {t: d for t, d in masked_bounds(kernel, launch).items() if t in scaled_axes and by_name.get(t) != d}
+    sizes = {**by_name, **masked}
+    named: list[tuple[str, Callable[[Config], int]]] = [(n, (lambda c, d=sizes[n]: d)) for n in launch.config.params
+                                                        if n in sizes and n not in walked]
     padded = padded_sizes(launch, {n for n, _ in named} | walked)  # a walked tile counts no programs
     inferred = [(p.tile, p.value) for p in padded]
     tiles = named + inferred
     axes: list[tuple[list[tuple[str, Callable[[Config], int]]], int]] = []
     used: set[str] = set()
     current = launch.config
-    scaled_axes = pid_scaled_axes(kernel, set(current.params))
     for axis, size in enumerate(launch.grid):
         if axis in persistent:  # the host's choice, the same for every config
             axes.append(([], size))
@@ -414,6 +421,9 @@ def launch_rule(launch: Launch) -> LaunchRule:
                 # read as tiling its 16,384 token programs: a smaller BLOCK_HALF's grid ran past q, RESULTS 54).
                 if any(n == 1 and (any(t is i for i in inferred) or not scaled_axes.get(t[0], set()) & {axis, None})
                        for t, n in zip(combo, counts, strict=True)):
+                    continue
+                # a size read from the kernel's mask tiles the axis whose program id the kernel scales by the tile
+                if any(t[0] in masked and not scaled_axes[t[0]] & {axis, None} for t in combo):
                     continue
                 product = math.prod(counts)
                 if product and size % product == 0:
