@@ -21,8 +21,11 @@ Scalar = int | float | bool | str
 # in this order (the order their tuners write, kept for byte-compatible files).
 ENGINE_META_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M")
 ENGINE_LAUNCH_KEYS = ("num_warps", "num_stages")
-# The contents of integer tensors up to this size may travel with a launch (TensorArg.values).
-MAX_VALUES_BYTES = 64 * 1024
+# The contents of integer tensors up to this size may travel with a launch (TensorArg.values): a routing table of
+# 8,192 tokens x top-8 in int32. Timings and the interpreter check run on these contents; a larger integer tensor
+# is made of zeros there, which turns a gather into reads of one row (RESULTS 55: a MoE combine of 65,536 rows
+# ran 4-5x faster than its bytes allow).
+MAX_VALUES_BYTES = 256 * 1024
 _INTEGER_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
 
 

@@ -275,8 +275,8 @@ def test_tensor_values_round_trip_and_are_checked():
     assert Launch.from_dict(doc).tensor("ids").values == (4, 0, 2)
     with pytest.raises(AdvisorError, match="integer tensors only"):
         TensorArg("w", (2,), "float32", (1,), values=(1, 2))
-    with pytest.raises(AdvisorError, match="exceed 65536 bytes"):
-        TensorArg("ids", (20000,), "int32", (1,), values=tuple(range(20000)))
+    with pytest.raises(AdvisorError, match="exceed 262144 bytes"):
+        TensorArg("ids", (70000,), "int32", (1,), values=tuple(range(70000)))
 
 
 def test_ceiling_cli_detail(tmp_path):

@@ -208,7 +208,7 @@ ROUTING_PROGRAM = _DEVICE + textwrap.dedent("""
 
     ids = torch.tensor([3, 1, 2, 0, 7, 5], dtype=torch.int32, device=DEVICE)
     offsets = torch.arange(0, 16, 4, dtype=torch.int64, device=DEVICE)[::2]      # strided view: [0, 8]
-    big = torch.zeros(16385, dtype=torch.int32, device=DEVICE)                  # 64 KiB + 4 bytes
+    big = torch.zeros(65537, dtype=torch.int32, device=DEVICE)                  # 256 KiB + 4 bytes
     x = torch.arange(8, dtype=torch.float32, device=DEVICE)
     out = torch.zeros(16, device=DEVICE)
     gather_rows[(2,)](x, ids, offsets, big, out, ids.numel(), BLOCK=4)
@@ -225,7 +225,7 @@ def test_record_keeps_the_contents_of_small_integer_tensors(tmp_path):
     assert tensors["ids_ptr"].values == (3, 1, 2, 0, 7, 5)
     # A strided view keeps the span its strides reach from the data pointer: element i at pointer + i.
     assert tensors["offsets_ptr"].stride == (2,) and tensors["offsets_ptr"].values == (0, 4, 8)
-    assert tensors["big_ptr"].values is None                # over 64 KiB
+    assert tensors["big_ptr"].values is None                # over 256 KiB
     assert tensors["x_ptr"].values is None and tensors["out_ptr"].values is None  # not integers
     raw = json.loads((tmp_path / "routing.json").read_text())["launches"][0]["tensors"]
     assert [t.get("values") for t in raw][:2] == [None, [3, 1, 2, 0, 7, 5]]

@@ -283,3 +283,43 @@ def test_a_cuda_fault_is_told_from_a_python_error():
     assert is_gpu_fault(RuntimeError("CUDA error: device-side assert triggered"))
     assert not is_gpu_fault(RuntimeError("The size of tensor a (4) must match the size of tensor b (8)"))
     assert not is_gpu_fault(ValueError("CUDA error: not a runtime error"))
+
+
+GATHER = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gather_rows(x_ptr, idx_ptr, scale_ptr, w_ptr, out_ptr, hidden, BLOCK: tl.constexpr):
+    t = tl.program_id(0)
+    row_idx = idx_ptr + t
+    cols = tl.arange(0, BLOCK)
+    src = tl.load(row_idx).to(tl.int64)
+    w = tl.load(w_ptr + cols)  # int8 payload: zeros time alike
+    x = tl.load(x_ptr + src * hidden + cols, mask=cols < hidden)
+    tl.store(out_ptr + t * hidden + cols, x * w * tl.load(scale_ptr), mask=cols < hidden)
+'''
+
+
+def test_timings_on_zeros_in_an_index_tensor_the_kernel_loads_say_so(tmp_path):
+    """RESULTS 55: a MoE combine's 65,536 source rows (256 KiB) had no contents in the trace, so the GPU timed a
+    gather of row 0 (4-5x faster than its bytes allow) and said nothing; an expert histogram's atomics all hit
+    counter 0."""
+    from advisor.advice.timed_pick import made_up_indices
+    from ceilings.launch import Launch, TensorArg
+
+    path = tmp_path / "gather.py"
+    path.write_text(GATHER)
+
+    def launch(values):
+        tensors = (TensorArg.contiguous("x_ptr", (65536, 4096), "bfloat16"),
+                   TensorArg("idx_ptr", (65536,), "int32", (1,), values=values),
+                   TensorArg.contiguous("scale_ptr", (1,), "float32"), TensorArg.contiguous("w_ptr", (4096,), "int8"),
+                   TensorArg.contiguous("out_ptr", (65536, 4096), "bfloat16"))
+        return Launch(str(path), "gather_rows", (65536,), tensors, (("hidden", 4096),), (),
+                      Config({"BLOCK": 4096}, 8, 2))
+
+    (note,) = made_up_indices(SimpleNamespace(launch=launch(None)))
+    assert note.startswith("timed with zeros in idx_ptr (int32, 65536)") and "w_ptr" not in note
+    assert made_up_indices(SimpleNamespace(launch=launch(tuple(range(65536))))) == []

@@ -409,7 +409,7 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
     advice = Advice(subject, current, finalists, len(space), pruned, cannot_run=cannot_run)
     advice.notes += search_notes
     if measure:
-        from advisor.advice.timed_pick import made_up_control_data, time_configs
+        from advisor.advice.timed_pick import made_up_control_data, made_up_indices, time_configs
 
         timed = time_configs(subject, advice, current, ranked, measure, subject.measurer(), confirm, model)
         advice.ranked = timed
@@ -417,6 +417,7 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
         untimed = [c.config for c in ranked if c.config not in {t.config for t in timed}]
         advice.notes += rerank_untimed(subject, untimed, timed, model)
         advice.notes += made_up_control_data(subject, current)  # advisor.advice.timed_pick
+        advice.notes += made_up_indices(subject)
     listed = subject.listed
     list_size = len(listed) or len(space)  # the configs the autotuner picks among
     if subject.autotuner_picks:

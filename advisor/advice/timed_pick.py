@@ -160,3 +160,45 @@ def made_up_control_data(subject: Subject, current: Candidate) -> list[str]:
     return [f"timed with zeros in {', '.join(made_up[:4])}{' ...' if len(made_up) > 4 else ''} (the trace has no "
             "contents for them) while the kernel's exits or loop bounds depend on memory: these times may not be "
             "the program's; record the program on a GPU (`advisor record`) so that their contents travel with it"]
+
+
+# indices and ids; int8 / uint8 tensors hold quantised payloads, whose zeros time alike
+_INDEX_TYPES = ("int32", "int64")
+
+
+def made_up_indices(subject: Subject) -> list[str]:
+    """A note when the configs were timed with zeros in an index tensor the kernel loads (int32 / int64, no contents
+    in the trace: over ceilings.launch.MAX_VALUES_BYTES): every index then points at element 0, so a gather reads one
+    row and atomics or a scatter hit one address. A MoE combine of 65,536 rows timed that way ran 4-5x faster than
+    its bytes allow; an expert histogram's atomics all contended for one counter (RESULTS 55)."""
+    import ast
+
+    from advisor.advice.launch_rule import _file_defs
+
+    launch = getattr(subject, "launch", None)
+    if launch is None:
+        return []
+    kernel = _file_defs(launch).get(launch.kernel)
+    if kernel is None:
+        return []
+    def names(node: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    # pointers derived from each argument (`row_idx = idx_ptr + row * stride`), then the arguments loads read from
+    derived = {t.name: {t.name} for t in launch.tensors}
+    assigns = [(n.targets[0].id, names(n.value)) for n in ast.walk(kernel)
+               if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
+    for _ in range(3):
+        for target, used in assigns:
+            for aliases in derived.values():
+                if used & aliases:
+                    aliases.add(target)
+    read = set().union(*(names(call.args[0]) for call in ast.walk(kernel) if isinstance(call, ast.Call)
+                         and getattr(call.func, "attr", getattr(call.func, "id", "")) == "load" and call.args))
+    zeros = [t for t in launch.tensors if t.values is None and t.dtype in _INDEX_TYPES and derived[t.name] & read]
+    if not zeros:
+        return []
+    names = ", ".join(f"{t.name} ({t.dtype}, {'x'.join(map(str, t.shape))})" for t in zeros[:3])
+    return [f"timed with zeros in {names}: the trace keeps the contents of integer tensors up to "
+            "256 KiB only, so every index the kernel loads from it is 0 (a gather reads one row, atomics hit one "
+            "address) and these times may be far from the program's; time the kernel in its own benchmark"]
