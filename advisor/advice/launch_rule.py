@@ -217,7 +217,7 @@ def _resized(t: TensorArg, resize: dict[int, int]) -> TensorArg:
     return dataclasses.replace(t, shape=shape, stride=stride, values=None)
 
 
-def _file_defs(launch: Launch) -> dict[str, ast.FunctionDef]:
+def file_defs(launch: Launch) -> dict[str, ast.FunctionDef]:
     """The functions defined at the top of the launch's source file, by name (the kernel and its helpers)."""
     try:
         tree = pysource.parse(Path(launch.source).read_text())
@@ -387,7 +387,7 @@ def stepped_tiles(kernel: ast.FunctionDef | None, launch: Launch,
 
 def launch_rule(launch: Launch) -> LaunchRule:
     """The launch rule of a recorded launch: which tiles divide which grid axis, and its padded sizes."""
-    defs = _file_defs(launch)  # the source, parsed once for its questions
+    defs = file_defs(launch)  # the source, parsed once for its questions
     kernel = defs.get(launch.kernel)
     persistent = {a for a in grid_stride_axes(kernel) if a < len(launch.grid)}
     walked = walked_tiles(kernel, launch, defs=defs) | stepped_tiles(kernel, launch, defs)

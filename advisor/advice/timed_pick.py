@@ -173,14 +173,16 @@ def made_up_indices(subject: Subject) -> list[str]:
     its bytes allow; an expert histogram's atomics all contended for one counter (RESULTS 55)."""
     import ast
 
-    from advisor.advice.launch_rule import _file_defs
+    from advisor.advice.launch_rule import file_defs
+    from ceilings.launch import MAX_VALUES_BYTES
 
     launch = getattr(subject, "launch", None)
     if launch is None:
         return []
-    kernel = _file_defs(launch).get(launch.kernel)
+    kernel = file_defs(launch).get(launch.kernel)
     if kernel is None:
         return []
+
     def names(node: ast.AST) -> set[str]:
         return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -198,7 +200,8 @@ def made_up_indices(subject: Subject) -> list[str]:
     zeros = [t for t in launch.tensors if t.values is None and t.dtype in _INDEX_TYPES and derived[t.name] & read]
     if not zeros:
         return []
-    names = ", ".join(f"{t.name} ({t.dtype}, {'x'.join(map(str, t.shape))})" for t in zeros[:3])
-    return [f"timed with zeros in {names}: the trace keeps the contents of integer tensors up to "
-            "256 KiB only, so every index the kernel loads from it is 0 (a gather reads one row, atomics hit one "
-            "address) and these times may be far from the program's; time the kernel in its own benchmark"]
+    listed = ", ".join(f"{t.name} ({t.dtype}, {'x'.join(map(str, t.shape))})" for t in zeros[:3])
+    return [f"timed with zeros in {listed}: the trace keeps the contents of integer tensors up to "
+            f"{MAX_VALUES_BYTES >> 10} KiB only, so every index the kernel loads from it is 0 (a gather reads one "
+            "row, atomics hit one address) and these times may be far from the program's; time the kernel in its "
+            "own benchmark"]
