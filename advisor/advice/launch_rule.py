@@ -41,7 +41,7 @@ from itertools import combinations
 from pathlib import Path
 
 from advisor.advice.grid_values import TILE_WORDS, explain_by_value
-from advisor.advice.operands import axis_arg
+from advisor.advice.operands import axis_arg, call_name, names_in
 from advisor.advice.tile_bounds import masked_bounds
 from ceilings import pysource
 from ceilings.launch import Config, Launch, TensorArg
@@ -226,17 +226,8 @@ def file_defs(launch: Launch) -> dict[str, ast.FunctionDef]:
     return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
-def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def _callee(call: ast.Call) -> str:
-    """`f` of `f(...)` or `tl.f(...)`."""
-    return getattr(call.func, "attr", getattr(call.func, "id", ""))
-
-
 def _calls(node: ast.AST, what: str) -> bool:
-    return any(isinstance(n, ast.Call) and _callee(n) == what for n in ast.walk(node))
+    return any(isinstance(n, ast.Call) and call_name(n) == what for n in ast.walk(node))
 
 
 def pid_scaled_axes(kernel: ast.FunctionDef | None, params: set[str]) -> dict[str, set[int | None]]:
@@ -251,8 +242,8 @@ def pid_scaled_axes(kernel: ast.FunctionDef | None, params: set[str]) -> dict[st
     pids: dict[str, set[int | None]] = {}  # name -> the axes whose program id it follows
 
     def axes_of(node: ast.AST) -> set[int | None]:
-        found = {axis_arg(c) for c in ast.walk(node) if isinstance(c, ast.Call) and _callee(c) == "program_id"}
-        return found.union(*(pids[x] for x in _names(node) if x in pids))
+        found = {axis_arg(c) for c in ast.walk(node) if isinstance(c, ast.Call) and call_name(c) == "program_id"}
+        return found.union(*(pids[x] for x in names_in(node) if x in pids))
 
     assigns = [(n.targets, n.value) for n in ast.walk(kernel) if isinstance(n, ast.Assign)]
     assigns += [([n.target], n.value) for n in ast.walk(kernel) if isinstance(n, ast.AnnAssign) and n.value]
@@ -261,7 +252,7 @@ def pid_scaled_axes(kernel: ast.FunctionDef | None, params: set[str]) -> dict[st
     assigns = [(t, v) for t, v in assigns if not _calls(v, "load")]
     for _ in range(3):  # names built from names: a few passes reach the fixed point of a kernel body
         for targets, value in assigns:
-            carried = set().union(*(tiles.get(x, set()) for x in _names(value)))
+            carried = set().union(*(tiles.get(x, set()) for x in names_in(value)))
             from_pid = axes_of(value)
             for target in targets:
                 if isinstance(target, ast.Name):
@@ -275,7 +266,7 @@ def pid_scaled_axes(kernel: ast.FunctionDef | None, params: set[str]) -> dict[st
             for a, b in ((node.left, node.right), (node.right, node.left)):
                 axes = axes_of(a)
                 if axes:
-                    for tile in set().union(*(tiles.get(x, set()) for x in _names(b))):
+                    for tile in set().union(*(tiles.get(x, set()) for x in names_in(b))):
                         scaled[tile] = scaled.get(tile, set()) | axes
     return scaled
 
@@ -304,7 +295,7 @@ def grid_stride_axes(kernel: ast.FunctionDef | None) -> set[int]:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and sub.id in named:
                 found |= named[sub.id]
-            if isinstance(sub, ast.Call) and _callee(sub) == "num_programs" and axis_arg(sub) is not None:
+            if isinstance(sub, ast.Call) and call_name(sub) == "num_programs" and axis_arg(sub) is not None:
                 found.add(axis_arg(sub))
         return found
 
@@ -318,7 +309,7 @@ def grid_stride_axes(kernel: ast.FunctionDef | None) -> set[int]:
     strided: set[int] = set()
     for node in ast.walk(kernel):
         if (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and len(node.iter.args) >= 3
-                and _callee(node.iter) in ("range", "static_range")):
+                and call_name(node.iter) in ("range", "static_range")):
             strided |= axes_read(node.iter.args[2], named)
     return strided
 
@@ -335,13 +326,13 @@ def _loop_args(fn_def: ast.FunctionDef, defs: dict[str, ast.FunctionDef], rename
     for node in ast.walk(fn_def):
         if not isinstance(node, ast.Call):
             continue
-        if _callee(node) in ("range", "static_range"):
-            out.append([outer(_names(a)) for a in node.args])
+        if call_name(node) in ("range", "static_range"):
+            out.append([outer(names_in(a)) for a in node.args])
         helper = defs.get(getattr(node.func, "id", ""))
         if helper is not None and helper is not fn_def and depth < 3:
             params = [a.arg for a in helper.args.args]
-            passed = {params[i]: outer(_names(a)) for i, a in enumerate(node.args) if i < len(params)}
-            passed.update({k.arg: outer(_names(k.value)) for k in node.keywords if k.arg})
+            passed = {params[i]: outer(names_in(a)) for i, a in enumerate(node.args) if i < len(params)}
+            passed.update({k.arg: outer(names_in(k.value)) for k in node.keywords if k.arg})
             out += _loop_args(helper, defs, passed, depth + 1)
     return out
 

@@ -104,6 +104,11 @@ def _names_of(target: ast.expr) -> Iterable[str]:
             yield from _names_of(elt)
 
 
+def names_in(node: ast.AST) -> set[str]:
+    """Every name an expression or statement reads or binds."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
 def call_name(call: ast.Call) -> str | None:
     """`f` of `f(...)` or of `tl.f(...)`."""
     f = call.func

@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import ast
 
+from advisor.advice.operands import call_name, names_in
 from ceilings.launch import Launch
 
 _LESS = (ast.Lt, ast.LtE)
 _GREATER = (ast.Gt, ast.GtE)
-
-
-def _callee(call: ast.Call) -> str:
-    return getattr(call.func, "attr", getattr(call.func, "id", ""))
 
 
 def _int_arguments(launch: Launch) -> dict[str, int]:
@@ -53,18 +50,14 @@ def _value(node: ast.AST, known: dict[str, int]) -> int | None:
         if isinstance(node.op, ast.FloorDiv | ast.Mod) and b:
             return a // b if isinstance(node.op, ast.FloorDiv) else a % b
         return None
-    if isinstance(node, ast.Call) and _callee(node) == "cdiv" and len(node.args) == 2:
+    if isinstance(node, ast.Call) and call_name(node) == "cdiv" and len(node.args) == 2:
         a, b = (_value(x, known) for x in node.args)
         return -(-a // b) if a is not None and b else None
     return None
 
 
-def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
 def _loads(node: ast.AST) -> bool:
-    return any(isinstance(c, ast.Call) and _callee(c) == "load" for c in ast.walk(node))
+    return any(isinstance(c, ast.Call) and call_name(c) == "load" for c in ast.walk(node))
 
 
 def _positions(node: ast.AST, tiles: set[str], offsets: dict[str, tuple[set[str], bool]],
@@ -73,11 +66,11 @@ def _positions(node: ast.AST, tiles: set[str], offsets: dict[str, tuple[set[str]
     minus a start, cast or broadcast; whether a start derives from a program id (`pid_n * BLOCK_N +
     tl.arange(0, BLOCK_N)`: a grid tile) rather than a loop (`k0 + tl.arange(0, BLOCK_K)`). An index derived
     from positions by / or % (a pixel's row `offs_m // Q`) runs over another dimension: no positions."""
-    if isinstance(node, ast.Call) and _callee(node) == "arange" and len(node.args) == 2:
+    if isinstance(node, ast.Call) and call_name(node) == "arange" and len(node.args) == 2:
         start, end = node.args
         ok = isinstance(start, ast.Constant) and start.value == 0 and isinstance(end, ast.Name) and end.id in tiles
         return ({end.id} if ok else set()), False
-    if isinstance(node, ast.Call) and _callee(node) == "to" and isinstance(node.func, ast.Attribute):
+    if isinstance(node, ast.Call) and call_name(node) == "to" and isinstance(node.func, ast.Attribute):
         return _positions(node.func.value, tiles, offsets, pids)
     if isinstance(node, ast.Name):
         return offsets.get(node.id, (set(), False))
@@ -89,14 +82,14 @@ def _positions(node: ast.AST, tiles: set[str], offsets: dict[str, tuple[set[str]
         for side in sides:
             t, p = _positions(side, tiles, offsets, pids)
             found |= t
-            from_pid |= p or (not t and bool(_names(side) & pids))
+            from_pid |= p or (not t and bool(names_in(side) & pids))
         if isinstance(node.op, ast.Sub):
-            from_pid |= bool(_names(node.right) & pids)
+            from_pid |= bool(names_in(node.right) & pids)
         return found, from_pid
     return set(), False
 
 
-def _program_names(kernel: ast.FunctionDef, pairs: list[tuple[ast.expr, ast.expr]]) -> set[str]:
+def _programnames_in(kernel: ast.FunctionDef, pairs: list[tuple[ast.expr, ast.expr]]) -> set[str]:
     """Names a program id sets (through names; not through loads, nor loop variables)."""
     loops = {n.id for f in ast.walk(kernel) if isinstance(f, ast.For) for n in ast.walk(f.target)
              if isinstance(n, ast.Name)}
@@ -105,8 +98,8 @@ def _program_names(kernel: ast.FunctionDef, pairs: list[tuple[ast.expr, ast.expr
         for target, value in pairs:
             if _loads(value):
                 continue
-            if any(isinstance(c, ast.Call) and _callee(c) == "program_id" for c in ast.walk(value)) \
-                    or _names(value) & pids:
+            if any(isinstance(c, ast.Call) and call_name(c) == "program_id" for c in ast.walk(value)) \
+                    or names_in(value) & pids:
                 pids |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} - loops
     return pids
 
@@ -129,7 +122,7 @@ def masked_bounds(kernel: ast.FunctionDef | None, launch: Launch) -> dict[str, i
             v = _value(value, known)
             if v is not None:
                 known[target.id] = v
-    pids = _program_names(kernel, pairs)
+    pids = _programnames_in(kernel, pairs)
     offsets: dict[str, tuple[set[str], bool]] = {}
     for _ in range(3):  # names built from names
         for target, value in pairs:

@@ -22,14 +22,10 @@ import ast
 
 from advisor.advice.grid_values import tile_dim
 from advisor.advice.launch_rule import LaunchRule
-from advisor.advice.operands import call_name, kernel_def
+from advisor.advice.operands import call_name, kernel_def, names_in
 
 _LOOP_CALLS = {"range", "static_range"}
 _MAX_DEPTH = 3  # helpers of helpers: far enough for the libraries' kernels, bounded for recursion
-
-
-def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 # Calls that make a tensor: a tensor shaped by the tile is data, not a trip count. A loop whose bound a
@@ -49,9 +45,9 @@ def _tainted(fn_def: ast.FunctionDef, name: str) -> set[str]:
     while changed:
         changed = False
         for node in assigns:
-            if _names(node.value) & tainted:
+            if names_in(node.value) & tainted:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                new = set().union(*(_names(t) for t in targets)) - tainted
+                new = set().union(*(names_in(t) for t in targets)) - tainted
                 if new:
                     tainted |= new
                     changed = True
@@ -97,7 +93,7 @@ def _loops_over(fn, param: str, depth: int = 0, constants: dict | None = None) -
         if not isinstance(node, ast.Call):
             continue
         args = list(node.args) + [k.value for k in node.keywords]
-        if call_name(node) in _LOOP_CALLS and any(_names(a) & tainted for a in args):
+        if call_name(node) in _LOOP_CALLS and any(names_in(a) & tainted for a in args):
             return True
         if depth >= _MAX_DEPTH or not isinstance(node.func, ast.Name):
             continue
@@ -110,7 +106,7 @@ def _loops_over(fn, param: str, depth: int = 0, constants: dict | None = None) -
         params = [a.arg for a in helper_def[0].args.args]
         passed = [(params[i], a) for i, a in enumerate(node.args) if i < len(params)]
         passed += [(k.arg, k.value) for k in node.keywords if k.arg]
-        if any(_names(a) & tainted and _loops_over(helper, p, depth + 1) for p, a in passed):
+        if any(names_in(a) & tainted and _loops_over(helper, p, depth + 1) for p, a in passed):
             return True
     return False
 

@@ -174,6 +174,7 @@ def made_up_indices(subject: Subject) -> list[str]:
     import ast
 
     from advisor.advice.launch_rule import file_defs
+    from advisor.advice.operands import call_name, names_in
     from ceilings.launch import MAX_VALUES_BYTES
 
     launch = getattr(subject, "launch", None)
@@ -183,20 +184,17 @@ def made_up_indices(subject: Subject) -> list[str]:
     if kernel is None:
         return []
 
-    def names(node: ast.AST) -> set[str]:
-        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
     # pointers derived from each argument (`row_idx = idx_ptr + row * stride`), then the arguments loads read from
     derived = {t.name: {t.name} for t in launch.tensors}
-    assigns = [(n.targets[0].id, names(n.value)) for n in ast.walk(kernel)
+    assigns = [(n.targets[0].id, names_in(n.value)) for n in ast.walk(kernel)
                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
     for _ in range(3):
         for target, used in assigns:
             for aliases in derived.values():
                 if used & aliases:
                     aliases.add(target)
-    read = set().union(*(names(call.args[0]) for call in ast.walk(kernel) if isinstance(call, ast.Call)
-                         and getattr(call.func, "attr", getattr(call.func, "id", "")) == "load" and call.args))
+    read = set().union(*(names_in(call.args[0]) for call in ast.walk(kernel)
+                         if isinstance(call, ast.Call) and call_name(call) == "load" and call.args))
     zeros = [t for t in launch.tensors if t.values is None and t.dtype in _INDEX_TYPES and derived[t.name] & read]
     if not zeros:
         return []
