@@ -26,6 +26,9 @@ ENGINE_LAUNCH_KEYS = ("num_warps", "num_stages")
 # is made of zeros there, which turns a gather into reads of one row (RESULTS 55: a MoE combine of 65,536 rows
 # ran 4-5x faster than its bytes allow).
 MAX_VALUES_BYTES = 256 * 1024
+# A larger integer tensor may carry this many of its elements instead (TensorArg.sample), read at evenly spaced
+# positions: timings draw its contents from them rather than using zeros.
+SAMPLE_SIZE = 4096
 _INTEGER_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
 
 
@@ -169,6 +172,59 @@ class Config:
 
 
 @dataclass(frozen=True)
+class ValueSample:
+    """What a trace keeps of an integer tensor too large to keep whole (over MAX_VALUES_BYTES), so that a timing
+    fills it with values like the program's rather than zeros, which turn a gather into reads of one row and
+    atomics into one contended address (RESULTS 55-56; advisor.measure.launch_run.drawn_from_sample):
+
+    - `values`: up to SAMPLE_SIZE elements read at evenly spaced positions (their spread: hot experts, -1s);
+    - `low`, `high`: the smallest and largest element, so drawn indices stay inside the program's range;
+    - `sorted`: the whole span was non-decreasing (offsets, sorted ids);
+    - `distinct_rows`: the length of its rows (the last, unit-stride dimension) when no row repeats a value
+      (a permutation per row, as a sort's indices are), else 0: drawn rows then repeat no value either, so a
+      scatter through them writes each element once, as the program's does.
+    """
+
+    values: tuple[int, ...]
+    low: int
+    high: int
+    sorted: bool = False
+    distinct_rows: int = 0
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "values", tuple(int(v) for v in self.values))
+            for name in ("low", "high", "distinct_rows"):
+                object.__setattr__(self, name, int(getattr(self, name)))
+        except (TypeError, ValueError):
+            raise AdvisorError("a sample's values, low, high and distinct_rows must be integers") from None
+        object.__setattr__(self, "sorted", bool(self.sorted))
+        if not 0 < len(self.values) <= SAMPLE_SIZE:
+            raise AdvisorError(f"a sample holds 1 to {SAMPLE_SIZE} values, not {len(self.values)}")
+        if not self.low <= min(self.values) <= max(self.values) <= self.high:
+            raise AdvisorError(f"a sample's values must lie within its low {self.low} and high {self.high}")
+        if self.distinct_rows < 0 or self.distinct_rows > self.high - self.low + 1:
+            raise AdvisorError(f"distinct_rows {self.distinct_rows}: rows of that many distinct values do not fit "
+                               f"in {self.low}..{self.high}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": list(self.values), "low": self.low, "high": self.high, "sorted": self.sorted,
+                "distinct_rows": self.distinct_rows}
+
+    @classmethod
+    def from_dict(cls, data: Any, tensor: str) -> ValueSample:
+        try:
+            if not isinstance(data, Mapping) or not isinstance(data.get("values"), list):
+                raise AdvisorError("it must be an object with a list of values")
+            return cls(tuple(data["values"]), data.get("low", min(data["values"], default=0)),
+                       data.get("high", max(data["values"], default=0)), data.get("sorted", False),
+                       data.get("distinct_rows", 0))
+        except AdvisorError as exc:
+            raise AdvisorError(f"tensor {tensor}: sample: {exc}; give {{\"values\": [integers], \"low\", "
+                               "\"high\", \"sorted\", \"distinct_rows\"}} or drop it") from None
+
+
+@dataclass(frozen=True)
 class TensorArg:
     """A tensor argument as the kernel sees it: shape, dtype name (`bfloat16`) and strides in elements.
 
@@ -178,6 +234,9 @@ class TensorArg:
     `values`: the contents of a small integer tensor (routing tables, offsets; at most
     MAX_VALUES_BYTES), element i being the one at the data pointer + i elements (the flat contents of
     a contiguous tensor), so the generic ceiling can evaluate control flow that reads them.
+
+    `sample`: for a larger integer tensor, what a timing needs to fill it with values like the program's
+    (ValueSample); not contents: the ceiling does not read it.
     """
 
     name: str
@@ -186,6 +245,7 @@ class TensorArg:
     stride: tuple[int, ...]
     block_shape: tuple[int, ...] | None = None
     values: tuple[int, ...] | None = None
+    sample: ValueSample | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
@@ -210,6 +270,9 @@ class TensorArg:
                 object.__setattr__(self, "values", tuple(int(v) for v in self.values))
             except (TypeError, ValueError):
                 raise AdvisorError(f"tensor {self.name}: values must be a list of integers") from None
+        if self.sample is not None and self.dtype not in _INTEGER_BYTES:
+            raise AdvisorError(f"tensor {self.name}: a sample is kept for integer tensors only, not {self.dtype}; "
+                               "drop its sample")
 
     @classmethod
     def contiguous(cls, name: str, shape: Iterable[int], dtype: str) -> TensorArg:
@@ -234,7 +297,17 @@ class TensorArg:
             out["block_shape"] = list(self.block_shape)
         if self.values is not None:
             out["values"] = list(self.values)
+        if self.sample is not None:
+            out["sample"] = self.sample.to_dict()
         return out
+
+
+def _tensor_from_dict(t: Mapping[str, Any]) -> TensorArg:
+    name = t["name"]
+    return TensorArg(name, tuple(t["shape"]), t["dtype"], tuple(t["stride"]),
+                     tuple(t["block_shape"]) if t.get("block_shape") is not None else None,
+                     tuple(t["values"]) if t.get("values") is not None else None,
+                     ValueSample.from_dict(t["sample"], name) if t.get("sample") is not None else None)
 
 
 def expand_space(space: Mapping[str, Iterable[Scalar]]) -> list[Config]:
@@ -333,10 +406,7 @@ class Launch:
         if not isinstance(data, Mapping):
             raise AdvisorError(f"{where}: a launch must be an object, got {type(data).__name__}")
         try:
-            tensors = tuple(TensorArg(t["name"], tuple(t["shape"]), t["dtype"], tuple(t["stride"]),
-                                      tuple(t["block_shape"]) if t.get("block_shape") is not None else None,
-                                      tuple(t["values"]) if t.get("values") is not None else None)
-                            for t in data.get("tensors", ()))
+            tensors = tuple(_tensor_from_dict(t) for t in data.get("tensors", ()))
             return cls(
                 source=str(data["source"]),
                 kernel=str(data["kernel"]),

@@ -14,7 +14,7 @@ from ceilings import hardware
 from ceilings.compile import compile_launch
 from ceilings.demand import generic_demand
 from ceilings.errors import AdvisorError
-from ceilings.launch import Config, Launch, TensorArg
+from ceilings.launch import Config, Launch, TensorArg, ValueSample
 from ceilings.roofline import Demand, busiest_sm_work, roofline
 from ceilings.sass import count_instructions, parse_sass
 from ceilings.ttir_eval import loop_trip_counts
@@ -277,6 +277,24 @@ def test_tensor_values_round_trip_and_are_checked():
         TensorArg("w", (2,), "float32", (1,), values=(1, 2))
     with pytest.raises(AdvisorError, match="exceed 262144 bytes"):
         TensorArg("ids", (70000,), "int32", (1,), values=tuple(range(70000)))
+    big = TensorArg("ids", (70000,), "int32", (1,), sample=ValueSample((5, 1, 9), 0, 9, distinct_rows=10))
+    doc = big.to_dict()
+    assert doc["sample"] == {"values": [5, 1, 9], "low": 0, "high": 9, "sorted": False, "distinct_rows": 10}
+    assert "values" not in doc
+    again = Launch.from_dict(launch("counted_rows", (8,), (8, BLOCK), {"n_cols": BLOCK}, [big]).to_dict())
+    assert again.tensor("ids") == big
+    with pytest.raises(AdvisorError, match="sample is kept for integer tensors only"):
+        TensorArg("w", (2,), "float32", (1,), sample=ValueSample((1, 2), 1, 2))
+    with pytest.raises(AdvisorError, match="1 to 4096 values"):
+        ValueSample(tuple(range(5000)), 0, 5000)
+    with pytest.raises(AdvisorError, match="within its low 2"):
+        ValueSample((1, 5), 2, 5)
+    with pytest.raises(AdvisorError, match="do not fit"):
+        ValueSample((1, 5), 0, 5, distinct_rows=7)
+    bad = launch("counted_rows", (8,), (8, BLOCK), {"n_cols": BLOCK}, [big]).to_dict()
+    bad["tensors"][-1]["sample"] = [1, 2]
+    with pytest.raises(AdvisorError, match=r"launch: tensor ids: sample: it must be an object"):
+        Launch.from_dict(bad)
 
 
 def test_ceiling_cli_detail(tmp_path):

@@ -225,7 +225,10 @@ def test_record_keeps_the_contents_of_small_integer_tensors(tmp_path):
     assert tensors["ids_ptr"].values == (3, 1, 2, 0, 7, 5)
     # A strided view keeps the span its strides reach from the data pointer: element i at pointer + i.
     assert tensors["offsets_ptr"].stride == (2,) and tensors["offsets_ptr"].values == (0, 4, 8)
-    assert tensors["big_ptr"].values is None                # over 256 KiB
+    assert tensors["big_ptr"].values is None                # over 256 KiB: a sample of it instead
+    big = tensors["big_ptr"].sample
+    assert len(big.values) == 4096 and set(big.values) == {0} and (big.low, big.high) == (0, 0)
+    assert big.sorted and big.distinct_rows == 0 and tensors["ids_ptr"].sample is None
     assert tensors["x_ptr"].values is None and tensors["out_ptr"].values is None  # not integers
     raw = json.loads((tmp_path / "routing.json").read_text())["launches"][0]["tensors"]
     assert [t.get("values") for t in raw][:2] == [None, [3, 1, 2, 0, 7, 5]]
@@ -242,6 +245,41 @@ def test_values_are_not_read_from_tensors_without_data():
     boot._argument("flags", torch.tensor([True, False]), tensors, {})
     boot._argument("empty", torch.empty(0, dtype=torch.int64), tensors, {})
     assert [t.get("values") for t in tensors] == [None, [1, 0], None]
+
+
+def test_large_integer_tensors_keep_a_sample_and_whether_they_are_sorted():
+    """Over MAX_VALUES_BYTES an integer tensor keeps SAMPLE_SIZE elements at evenly spaced positions and whether the
+    whole span is non-decreasing: a timing draws its indices from them instead of zeros (RESULTS 56)."""
+    from advisor.capture import boot
+    from ceilings import launch as launch_module
+
+    assert boot.SAMPLE_SIZE == launch_module.SAMPLE_SIZE
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 256, (100_000,), dtype=torch.int32, generator=gen)
+    offsets = torch.arange(0, 300_000, 3, dtype=torch.int64)
+    late = offsets.clone()
+    late[-1] = 0                                    # one step down at the very end: not sorted
+    boot._argument("chunked", offsets, [], {})       # warm-up: nothing kept from a call without a list
+    saved = boot._SORTED_CHUNK
+    boot._SORTED_CHUNK = 1000                        # chunk borders must not hide a step down
+    try:
+        tensors: list = []
+        perm = torch.stack([torch.randperm(1000, generator=gen) for _ in range(70)])   # a sort's indices per row
+        for name, t in (("ids", ids), ("offsets", offsets), ("late", late), ("rows", ids.view(1000, 100).t()),
+                        ("perm", perm)):
+            boot._argument(name, t, tensors, {})
+        boot._argument("probe", ids, tensors, {}, keep_values=False)
+    finally:
+        boot._SORTED_CHUNK = saved
+    got = {t["name"]: t.get("sample") for t in tensors}
+    assert got["ids"]["values"] == ids[::24][:4096].tolist() and not got["ids"]["sorted"]
+    assert (got["ids"]["low"], got["ids"]["high"]) == (int(ids.min()), int(ids.max()))
+    assert got["offsets"]["values"] == offsets[::24][:4096].tolist() and got["offsets"]["sorted"]
+    assert got["offsets"]["distinct_rows"] == 100_000 and got["ids"]["distinct_rows"] == 0
+    assert not got["late"]["sorted"] and got["late"]["distinct_rows"] == 0    # 0 twice
+    assert len(got["rows"]["values"]) == 4096 and got["probe"] is None   # a transposed view; a probe reads nothing
+    assert got["perm"]["distinct_rows"] == 1000 and got["perm"]["low"] == 0 and got["perm"]["high"] == 999
+    assert all("values" not in t for t in tensors)
 
 
 def test_record_module_and_bad_programs(tmp_path, capfd):

@@ -3,13 +3,14 @@ configs `suggest --measure K` times (advisor/advice/timed_pick.py): scripted sub
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
 from advisor.advice.search import KEEP_Z, Candidate, Subject, close_call, search
 from advisor.measure.timing import MeasurementError
 from ceilings.hardware import resolve_gpu
-from ceilings.launch import Config
+from ceilings.launch import Config, ValueSample
 from ceilings.roofline import Ceiling
 
 GENERIC = "generic (SASS x evaluated control flow)"
@@ -323,3 +324,36 @@ def test_timings_on_zeros_in_an_index_tensor_the_kernel_loads_say_so(tmp_path):
     (note,) = made_up_indices(SimpleNamespace(launch=launch(None)))
     assert note.startswith("timed with zeros in idx_ptr (int32, 65536)") and "w_ptr" not in note
     assert made_up_indices(SimpleNamespace(launch=launch(tuple(range(65536))))) == []
+    sampled = launch(None)
+    drawn = ValueSample((3, 70, 9), 3, 70)
+    sampled = dataclasses.replace(sampled, tensors=tuple(
+        dataclasses.replace(t, sample=drawn) if t.name == "idx_ptr" else t for t in sampled.tensors))
+    assert made_up_indices(SimpleNamespace(launch=sampled)) == []  # drawn from the program's ids, not zeros
+
+
+def test_index_tensors_with_a_sample_are_drawn_from_it():
+    """A timing fills a large integer tensor with values like the program's (ValueSample): drawn from its sample,
+    sorted if the program's were, rows without a repeated value if the program's had none (a scatter through a
+    sort's indices then writes each element once); the same for the same seed; without a sample, zeros."""
+    from advisor.measure.launch_run import make_tensors
+    from ceilings.launch import Launch, TensorArg
+
+    tensors = (TensorArg("ids", (50, 2), "int32", (2, 1), sample=ValueSample((7, 3, 250, 3), 3, 250)),
+               TensorArg("offsets", (100,), "int64", (1,), sample=ValueSample((0, 40, 90), 0, 90, sorted=True)),
+               TensorArg("keep", (64,), "bool", (1,), sample=ValueSample((1, 0), 0, 1, sorted=True)),
+               TensorArg("order", (30, 40), "int64", (40, 1), sample=ValueSample((0, 39), 0, 39, distinct_rows=40)),
+               TensorArg("picked", (30, 8), "int32", (8, 1), sample=ValueSample((2, 9), 2, 11, distinct_rows=8)),
+               TensorArg.contiguous("other", (10,), "int32"))
+    one = Launch("k.py", "k", (1,), tensors, (), (), Config({}, 4, 3))
+    made, again = make_tensors(one, device="cpu"), make_tensors(one, device="cpu")
+    ids = made["ids"].flatten().tolist()
+    assert set(ids) <= {7, 3, 250} and len(set(ids)) == 3 and ids == again["ids"].flatten().tolist()
+    offsets = made["offsets"].tolist()
+    assert offsets == sorted(offsets) and set(offsets) == {0, 40, 90}
+    keep = made["keep"].tolist()
+    assert keep == sorted(keep) and set(keep) == {False, True}
+    order = made["order"].tolist()
+    assert all(sorted(row) == list(range(40)) for row in order) and order[0] != order[1]  # a permutation per row
+    picked = made["picked"].tolist()
+    assert all(len(set(row)) == 8 and set(row) <= set(range(2, 12)) for row in picked)
+    assert made["other"].tolist() == [0] * 10

@@ -596,8 +596,28 @@ class LaunchSubject(Subject):
     def measurer(self):
         from advisor.measure.launch_run import launch_measurer
 
-        return launch_measurer(self.fn, self.launch, self.launch_for, self.label,
+        return launch_measurer(self.fn, self.timed_launch(), self.launch_for, self.label,
                                zeroed=self.accumulated())
+
+    # A captured call's real run on the GPU (advisor.capture.call_contents.program_contents, shared by the call's
+    # launches); None for other subjects.
+    program_contents: Callable[[], list[Launch] | None] | None = None
+
+    def timed_launch(self, run: bool = True) -> Launch:
+        """The launch timings run: this one, with the contents a real run of its call recorded for integer
+        tensors the capture without a GPU has none for (advisor.capture.call_contents). `run=False`: only what
+        a run already gave, starting none."""
+        from advisor.capture.call_contents import lacks_contents, with_contents
+
+        if getattr(self, "_timed_launch", None) is None:
+            if self.program_contents is None or not lacks_contents(self.launch):
+                self._timed_launch = self.launch
+            elif not run:
+                return self.launch
+            else:
+                found = self.program_contents()
+                self._timed_launch = self.launch if found is None else with_contents(self.launch, found)
+        return self._timed_launch
 
     def result_check(self, configs: Sequence[Config]):
         """Whether the leading `configs` compute the current config's result, in Triton's interpreter

@@ -59,7 +59,7 @@ def default_gpu_name() -> str:
 
 def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | None = None,
                    kernel: str | None = None, calibrated: bool = True, trace=None,
-                   relaunch=None) -> list[Subject]:
+                   relaunch=None, contents=None) -> list[Subject]:
     """One subject per distinct launch of a trace (or launch JSON, or the given `trace`): a launch of a
     registered family's kernel is that family's subject (exact demand, its whole space); any other launch
     takes the space its kernel's file declares (autotune list, CONFIG_SPACE) or the neighbours of the
@@ -67,7 +67,9 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
     configs are the space, each with the launch it makes; what runs is the config the autotuner will pick
     by timing, so the search shows its predicted (or measured) pick as the current config
     (`advisor.advice.autotuner_pick.stand_for_autotuner`).
-    `relaunch(i)`: for launch i, config -> the launch the program makes with that config (a call re-run)."""
+    `relaunch(i)`: for launch i, config -> the launch the program makes with that config (a call re-run).
+    `contents()`: the launches of the call's real run on the GPU, for the contents of integer tensors timings need
+    (advisor.capture.call_contents)."""
     from advisor.capture.trace import autotune_groups, read_trace, select_launches
     from ceilings.compile import load_kernel
 
@@ -106,6 +108,7 @@ def trace_subjects(path: str | Path, gpu: GPU | None = None, kernel_file: str | 
                                 declared=space if variants else None)
         # captured without a GPU, an autotuned launch stands for the config the autotuner will pick, not its first
         subject.autotuner_picks = bool(variants) and trace.meta.get("autotune_chosen") is False
+        subject.program_contents = contents
         if count > 1:
             subject.label += f" (x{count})"
         out.append(subject)
@@ -170,7 +173,17 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
                 return plan_launch_literals(path, name, current, config).after.decode()
             return relauncher(path, call, gpu_name, name, occurrence, stored_outputs, edited)
 
-        return trace_subjects(f"--call {call!r}", gpu, None, kernel, calibrated, trace=captured, relaunch=relaunch)
+        from advisor.capture.call_contents import program_contents
+
+        ran: list = []
+
+        def contents():  # one real run for all of the call's launches, when a timing first needs it
+            if not ran:
+                ran.append(program_contents(path, call))
+            return ran[0]
+
+        return trace_subjects(f"--call {call!r}", gpu, None, kernel, calibrated, trace=captured, relaunch=relaunch,
+                              contents=contents)
     if trace:
         return trace_subjects(trace, gpu, str(path), kernel, calibrated)
     if path.suffix == ".json":

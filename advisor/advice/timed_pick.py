@@ -139,6 +139,13 @@ def time_configs(subject: Subject, advice: Advice, current: Candidate, ranked: S
     return timed
 
 
+def _timed(subject: Subject):
+    """The launch the subject's timings ran (with a call's real-run contents, LaunchSubject.timed_launch), or its
+    launch; None for subjects without one."""
+    timed = getattr(subject, "timed_launch", None)
+    return timed(run=False) if callable(timed) else getattr(subject, "launch", None)
+
+
 # The ceiling's notes for work that the contents of memory decide (ceilings.demand): an exit, a branch, a loop bound.
 _DATA_DECIDED = ("condition not determined by the launch", "bound depends on memory")
 
@@ -148,13 +155,13 @@ def made_up_control_data(subject: Subject, current: Candidate) -> list[str]:
     them with zeros, advisor.measure.launch_run) while the kernel's exits or loop bounds depend on memory: a
     grouped GEMM whose group sizes an earlier kernel computes then times its CTAs exiting (DeepSpeed's, RESULTS 39:
     2.4 us for a 120-GFLOP launch), not the program's work."""
-    launch = getattr(subject, "launch", None)
+    launch = _timed(subject)
     if launch is None or current.ceiling is None:
         return []
     if not any(k in n for n in current.ceiling.notes for k in _DATA_DECIDED):
         return []
     made_up = [t.name for t in launch.tensors
-               if t.values is None and not (t.dtype.startswith(("float", "bfloat")))]
+               if t.values is None and t.sample is None and not (t.dtype.startswith(("float", "bfloat")))]
     if not made_up:
         return []
     return [f"timed with zeros in {', '.join(made_up[:4])}{' ...' if len(made_up) > 4 else ''} (the trace has no "
@@ -168,7 +175,8 @@ _INDEX_TYPES = ("int32", "int64")
 
 def made_up_indices(subject: Subject) -> list[str]:
     """A note when the configs were timed with zeros in an index tensor the kernel loads (int32 / int64, no contents
-    in the trace: over ceilings.launch.MAX_VALUES_BYTES): every index then points at element 0, so a gather reads one
+    in the trace: over ceilings.launch.MAX_VALUES_BYTES, and no sample of them, TensorArg.sample, as a trace written
+    by hand or by an older capture has): every index then points at element 0, so a gather reads one
     row and atomics or a scatter hit one address. A MoE combine of 65,536 rows timed that way ran 4-5x faster than
     its bytes allow; an expert histogram's atomics all contended for one counter (RESULTS 55)."""
     import ast
@@ -177,7 +185,7 @@ def made_up_indices(subject: Subject) -> list[str]:
     from advisor.advice.operands import call_name, names_in
     from ceilings.launch import MAX_VALUES_BYTES
 
-    launch = getattr(subject, "launch", None)
+    launch = _timed(subject)
     if launch is None:
         return []
     kernel = file_defs(launch).get(launch.kernel)
@@ -195,11 +203,13 @@ def made_up_indices(subject: Subject) -> list[str]:
                     aliases.add(target)
     read = set().union(*(names_in(call.args[0]) for call in ast.walk(kernel)
                          if isinstance(call, ast.Call) and call_name(call) == "load" and call.args))
-    zeros = [t for t in launch.tensors if t.values is None and t.dtype in _INDEX_TYPES and derived[t.name] & read]
+    zeros = [t for t in launch.tensors
+             if t.values is None and t.sample is None and t.dtype in _INDEX_TYPES and derived[t.name] & read]
     if not zeros:
         return []
     listed = ", ".join(f"{t.name} ({t.dtype}, {'x'.join(map(str, t.shape))})" for t in zeros[:3])
-    return [f"timed with zeros in {listed}: the trace keeps the contents of integer tensors up to "
-            f"{MAX_VALUES_BYTES >> 10} KiB only, so every index the kernel loads from it is 0 (a gather reads one "
-            "row, atomics hit one address) and these times may be far from the program's; time the kernel in its "
-            "own benchmark"]
+    return [f"timed with zeros in {listed}: the trace keeps neither the contents (integer tensors up to "
+            f"{MAX_VALUES_BYTES >> 10} KiB) nor a sample of them, so every index the kernel loads from it is 0 (a "
+            "gather reads one row, atomics hit one address) and these times may be far from the program's; record "
+            "the launch again with `advisor record` (it keeps a sample of large integer tensors) or time the kernel "
+            "in its own benchmark"]

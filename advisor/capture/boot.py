@@ -56,6 +56,9 @@ _KEY = "triton_advisor_launch"
 # this runner imports nothing of the advisor, so the numbers are repeated here).
 MAX_VALUES_BYTES = 256 * 1024
 _INTEGER_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
+# A larger integer tensor keeps a sample of its contents instead (ceilings.launch.SAMPLE_SIZE, TensorArg.sample).
+SAMPLE_SIZE = 4096
+_SORTED_CHUNK = 1 << 24  # elements compared at a time when checking that a large tensor is sorted
 # Triton's names for float8 element types, as torch names them.
 _TL_TO_TORCH = {"float8e4nv": "float8_e4m3fn", "float8e5": "float8_e5m2", "float8e4b8": "float8_e4m3fnuz",
                 "float8e5b16": "float8_e5m2fnuz", "int1": "bool"}
@@ -244,6 +247,10 @@ def _argument(name: str, value, tensors: list, scalars: dict, keep_values: bool 
         contents = _small_integer_values(value, tensor["dtype"]) if keep_values else None
         if contents is not None:
             tensor["values"] = contents
+        elif keep_values:
+            sample = _integer_sample(value, tensor["dtype"])
+            if sample is not None:
+                tensor["sample"] = sample
         tensors.append(tensor)
     elif value is None or isinstance(value, bool | int | float | str):
         scalars[name] = value
@@ -273,6 +280,46 @@ def _small_integer_values(tensor, dtype: str) -> list[int] | None:
         return None
     flat = tensor.as_strided((span,), (1,))
     return [int(v) for v in flat.tolist()]
+
+
+def _integer_sample(tensor, dtype: str) -> dict | None:
+    """For an integer tensor too large to keep whole, what a timing needs to fill it with values like the
+    program's (ceilings.launch.ValueSample): SAMPLE_SIZE elements at evenly spaced positions of the span its
+    strides reach, its smallest and largest element, whether the span is non-decreasing (offsets, sorted ids),
+    and its row length if no row of it (the last, unit-stride dimension) repeats a value (a sort's indices).
+    Zeros in their place turn a gather into reads of one row and atomics into one contended address (RESULTS 55)."""
+    if _INTEGER_BYTES.get(dtype) is None or getattr(tensor, "is_meta", False) or tensor.numel() == 0:
+        return None
+    if any(int(s) < 0 for s in tensor.stride()):
+        return None
+    torch = sys.modules.get("torch")
+    if torch is None or (tensor.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return None
+    span = 1 + sum((int(n) - 1) * int(s) for n, s in zip(tensor.shape, tensor.stride(), strict=True))
+    flat = tensor.as_strided((span,), (1,))
+    step = max(1, span // SAMPLE_SIZE)
+    ordered = True
+    for start in range(0, span - 1, _SORTED_CHUNK):  # chunks overlap by one element, so no pair is skipped
+        part = flat[start:start + _SORTED_CHUNK + 1]
+        if not bool((part[1:] >= part[:-1]).all()):
+            ordered = False
+            break
+    return {"values": [int(v) for v in flat[::step][:SAMPLE_SIZE].tolist()], "low": int(flat.min()),
+            "high": int(flat.max()), "sorted": ordered, "distinct_rows": _distinct_rows(tensor, dtype)}
+
+
+def _distinct_rows(tensor, dtype: str) -> int:
+    """The row length of a tensor none of whose rows (its last dimension, unit stride) repeats a value, else 0."""
+    if dtype == "bool" or tensor.dim() == 0 or int(tensor.stride(-1)) != 1 or tensor.shape[-1] < 2:
+        return 0
+    length = int(tensor.shape[-1])
+    rows = tensor.reshape(-1, length)
+    per_chunk = max(1, _SORTED_CHUNK // length)
+    for start in range(0, rows.shape[0], per_chunk):
+        ordered = rows[start:start + per_chunk].sort(dim=-1).values
+        if bool((ordered[:, 1:] == ordered[:, :-1]).any()):
+            return 0
+    return length
 
 
 # ----------------------------------------------------------------------------------------------

@@ -95,13 +95,18 @@ def child_command(argv: list[str], capture: str) -> list[str]:
     return [sys.executable, *options, str(BOOT), capture, mode, target, *args]
 
 
-def _wait(process: subprocess.Popen) -> int:
-    """The child's exit status; Ctrl-C reaches the child too, so wait for it to save its launches."""
+def _wait(process: subprocess.Popen, timeout_s: float | None = None) -> int:
+    """The child's exit status; Ctrl-C reaches the child too, so wait for it to save its launches. Past
+    `timeout_s` the child is killed and AdvisorError raised."""
     while True:
         try:
-            return process.wait()
+            return process.wait(timeout_s)
         except KeyboardInterrupt:
             continue
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise AdvisorError(f"the recorded program ran past {timeout_s:.0f} s and was stopped") from None
 
 
 # The shell's TRITON_INTERPRET, kept here by the program's entry (`advisor.cli.leave_interpreter_off`), which takes
@@ -119,13 +124,15 @@ def program_environment() -> dict[str, str]:
 
 
 def record(argv: list[str], out: str | os.PathLike, env: dict[str, str] | None = None,
-           cwd: str | os.PathLike | None = None, no_gpu: str | None = None) -> RecordResult:
+           cwd: str | os.PathLike | None = None, no_gpu: str | None = None,
+           timeout_s: float | None = None) -> RecordResult:
     """Run the program `argv` with the launch capture and write its trace to `out`.
 
     The trace is written whatever the exit status: a program that fails part way leaves the
     launches it made before. `returncode` is the program's (128 + N when signal N ended it).
     `no_gpu`: a GPU name; the program runs on tensors without data with a stand-in driver for that
-    GPU, and nothing is compiled or run (advisor/capture/nogpu.py).
+    GPU, and nothing is compiled or run (advisor/capture/nogpu.py). `timeout_s`: stop the program
+    after that long (AdvisorError).
     """
     out = Path(out)
     env = program_environment() if env is None else env
@@ -150,7 +157,7 @@ def record(argv: list[str], out: str | os.PathLike, env: dict[str, str] | None =
                            "another --out path") from None
     try:
         process = subprocess.Popen(command, env=env, cwd=cwd)
-        returncode = _wait(process)
+        returncode = _wait(process, timeout_s)
         data = None
         if os.path.exists(capture):
             with open(capture) as fh:

@@ -2,9 +2,9 @@
 
 The launch gives shapes, dtypes and strides, not data: floating tensors get random normal values, small
 integer tensors the contents the trace recorded for them (`TensorArg.values`: indices, offsets, routing
-tables), other integer and boolean tensors zeros (a random integer could index out of bounds; zeros where
-the trace has contents made a gather kernel read one row, 14x faster than with its real indices, RESULTS
-34c). Which tensors a kernel
+tables), larger ones values drawn from the sample of their contents the trace kept (`TensorArg.sample`), other
+integer and boolean tensors zeros (a random integer could index out of bounds; zeros where the trace has
+contents made a gather kernel read one row, 14x faster than with its real indices, RESULTS 34c). Which tensors a kernel
 writes is not known, so after one run from the same inputs every tensor must match the run of the
 reference config (the launch's own); a config that changes any of them beyond `tol` is wrong and not
 timed. The reference config runs twice first: a tensor its own two runs leave different (atomic adds in
@@ -62,6 +62,8 @@ def make_tensors(launch: Launch, seed: int = 0, device: str = "cuda", storage: d
             flat = torch.randn(span, device=device, generator=gen).to(dtype)
             if t.name in zeroed:
                 flat.zero_()
+        elif t.values is None and t.sample is not None:
+            flat = drawn_from_sample(t, span, dtype, gen, device)
         else:
             flat = torch.zeros(span, device=device, dtype=dtype)
             if t.values is not None:  # element i at the data pointer + i (TensorArg.values)
@@ -71,6 +73,37 @@ def make_tensors(launch: Launch, seed: int = 0, device: str = "cuda", storage: d
         if storage is not None:
             storage[t.name] = flat
     return out
+
+
+_DRAW_CHUNK = 1 << 26  # elements drawn at a time: the draw's int64 positions stay at 512 MB
+
+
+def drawn_from_sample(t, span: int, dtype, gen, device: str):
+    """`span` elements like the program's from the tensor's ValueSample (ceilings.launch): drawn with replacement
+    from its sampled values, sorted when the program's were; rows that repeat no value when the program's rows
+    did not (each row then a random choice of distinct values in the program's range, so a scatter through a
+    sort's indices writes each element once). Drawn indices stay inside the program's range."""
+    import torch
+
+    sample = t.sample
+    flat = torch.empty(span, dtype=dtype, device=device)
+    length, count = sample.distinct_rows, sample.high - sample.low + 1
+    rows_packed = len(t.shape) >= 2 and t.stride[-1] == 1 and t.stride[-2] == length or len(t.shape) == 1
+    if length and rows_packed and span % length == 0 and count <= max(4 * length, 1 << 20):
+        per_chunk = max(1, _DRAW_CHUNK // count)
+        rows = flat.view(-1, length)
+        for start in range(0, rows.shape[0], per_chunk):
+            n = min(per_chunk, rows.shape[0] - start)
+            keys = torch.rand((n, count), device=device, generator=gen)
+            rows[start:start + n] = (keys.argsort(dim=-1)[:, :length] + sample.low).to(dtype)
+        return flat
+    pool = torch.tensor(sample.values, dtype=dtype, device=device)
+    for start in range(0, span, _DRAW_CHUNK):
+        n = min(_DRAW_CHUNK, span - start)
+        flat[start:start + n] = pool[torch.randint(len(pool), (n,), device=device, generator=gen)]
+    if sample.sorted:
+        flat = torch.sort(flat.to(torch.uint8)).values.to(dtype) if dtype == torch.bool else torch.sort(flat).values
+    return flat
 
 
 def _finite_error(out, ref) -> float:
