@@ -94,6 +94,21 @@ def test_a_name_bound_once_to_the_literal_is_edited_where_it_is_bound(tmp_path):
     assert edit.after == before.replace(b"BLOCK = 256", b"BLOCK = 1024").replace(b"num_warps=4", b"num_warps=8")
 
 
+def test_a_literal_at_the_launch_edits_the_hosts_binding_of_the_same_name_too(tmp_path):
+    """`BLOCK = 256; grid = (cdiv(n, BLOCK),)` ... `BLOCK=256` at the launch (a user's row-wise top-k mask, RESULTS
+    56): both change, or the edited launch would run the new tile on the old grid, a part of the output."""
+    path = tmp_path / "scale.py"
+    path.write_text(NAMED.format(param="", again="").replace("BLOCK=BLOCK", "BLOCK=256"))
+    before = path.read_bytes()
+    edit = plan_launch_literals(path, "scale_kernel", Config({"BLOCK": 256}, 4, 3), Config({"BLOCK": 1024}, 8, 3))
+    assert edit.after == before.replace(b"256", b"1024").replace(b"num_warps=4", b"num_warps=8")
+    # a binding of another value, or bound twice, is the host's own: only the launch's literal changes
+    for again in ("\n    BLOCK = 128", "\n    if x.numel() < 4096:\n        BLOCK = 256"):
+        path.write_text(NAMED.format(param="", again=again).replace("BLOCK=BLOCK", "BLOCK=256"))
+        edit = plan_launch_literals(path, "scale_kernel", Config({"BLOCK": 256}, 4, 3), Config({"BLOCK": 1024}, 4, 3))
+        assert edit.after.count(b"1024") == 1 and b"BLOCK=1024, num_warps=4" in edit.after
+
+
 @pytest.mark.parametrize("param, again, says", [
     (", BLOCK=256", "", "BLOCK is passed as `BLOCK`"),  # a parameter: the caller's choice
     ("", "\n    if x.numel() < 4096:\n        BLOCK = 128", "BLOCK is passed as `BLOCK`"),  # bound twice

@@ -6,7 +6,9 @@ literal keyword argument (`num_warps=4`, `BLOCK_SIZE=1024`), the edit replaces t
 `num_warps` / `num_stages` missing from the call (Triton's defaults, 4 and 3) are added as keywords before its
 closing parenthesis. A value passed through a local name (`BM=BM`) is edited where the name gets it when the
 launching function binds that name once, as that literal (`BM = 4`), and nowhere else (no parameter, no other
-assignment): the host's grid, written from the same name, follows it. Anything else is refused with the line to
+assignment): the host's grid, written from the same name, follows it. A literal at the launch whose keyword's name
+the launching function also binds once, to the same literal (`BLOCK_C = 1024` for its grid, `BLOCK_C=1024` at the
+launch), is edited in both places, so the grid follows there too. Anything else is refused with the line to
 change by hand: a name bound from an argument or bound twice (the host's own choice), a launch written in several
 places, or none found. Read with `advisor.advice.autotune_list.load_source` (byte offsets of the parsed
 source), written through `advisor.advice.edit` (atomic, with a backup, only if the file did not change).
@@ -65,8 +67,16 @@ def plan_launch_literals(path: str | os.PathLike, kernel: str, current: Config, 
                 continue
             raise AdvisorError(f"{src.where(call)}: {name} is not a keyword of the launch of {kernel}; set "
                                f"{name}={value!r} there by hand")
-        literal = kw.value if _is_literal(kw.value, old.get(name)) else _bound_once(src.tree, call, kw.value,
-                                                                                   old.get(name))
+        if _is_literal(kw.value, old.get(name)):
+            replacements.append((src.start(kw.value), src.end(kw.value), repr(value)))
+            # `BLOCK_C = 1024; grid = (R, cdiv(C, BLOCK_C))` ... `BLOCK_C=1024`: the host's name of the same
+            # spelling and value is the same quantity; left alone, the edited launch would run the new tile on
+            # the old grid, a part of the output (a user's row-wise top-k mask, RESULTS 56)
+            twin = _bound_once(src.tree, call, ast.Name(id=name, ctx=ast.Load()), old.get(name))
+            if twin is not None:
+                replacements.append((src.start(twin), src.end(twin), repr(value)))
+            continue
+        literal = _bound_once(src.tree, call, kw.value, old.get(name))
         if literal is None:
             raise AdvisorError(f"{src.where(kw.value)}: {name} is passed as `{src.text(kw.value)}`, not as the "
                                f"literal {old.get(name)!r}; set it to {value!r} there by hand (the host's value)")

@@ -290,7 +290,9 @@ class LaunchSubject(Subject):
             # The host re-run with the config written in (as `advisor apply` would) is the host's own answer: its
             # grid and padded sizes stand. Else only the kernel's meta-parameters were overridden at the launch.
             again = self.relaunch(config, edited_only=True)
-            if again is None and not self.rule.padded:
+            if again is not None:  # an edit the grid does not follow (a name of its own the edit cannot reach)
+                again = self._host_grid_checked(again, config)
+            elif not self.rule.padded:
                 again = self._host_grid_checked(self.relaunch(config), config)
             self._relaunched[config] = again
         return self._relaunched[config]
