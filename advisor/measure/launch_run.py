@@ -106,15 +106,26 @@ def drawn_from_sample(t, span: int, dtype, gen, device: str):
     return flat
 
 
+# The share of a tensor's elements that may be finite in one result and not in the other (or nan vs inf) without
+# the config being wrong: an output masked by a threshold on a float sum (a top-p nucleus, a min-p floor, a
+# top-k cut) flips an element where the sum lands within rounding of the threshold, and another tile or warp
+# count sums in another order. Set 8's top-p mask: every config but the launch's own was called wrong on its
+# real indices (RESULTS 56); the interpreter flips 1 of 4.9 million elements between BLOCK_V 2048 and 4096. A
+# config that computes a part of the output wrongly changes far more than this share.
+FLIP_SHARE = 1e-5
+
+
 def _finite_error(out, ref) -> float:
-    """Relative error over the elements finite in both, inf where the non-finite elements differ."""
+    """Relative error over the elements finite in both; inf where more than FLIP_SHARE of the elements differ
+    in being finite, nan, +inf or -inf (a tensor of fewer than 1 / FLIP_SHARE elements: any one)."""
     import torch
 
     out64, ref64 = out.double(), ref.double()
-    if not (torch.equal(out64.isnan(), ref64.isnan()) and torch.equal(out64.isposinf(), ref64.isposinf())
-            and torch.equal(out64.isneginf(), ref64.isneginf())):
+    flips = ((out64.isnan() != ref64.isnan()) | (out64.isposinf() != ref64.isposinf())
+             | (out64.isneginf() != ref64.isneginf()))
+    if int(flips.sum()) > int(FLIP_SHARE * out64.numel()):
         return float("inf")
-    finite = out64.isfinite()
+    finite = out64.isfinite() & ref64.isfinite()
     return measure.relative_error(out64[finite], ref64[finite])
 
 
