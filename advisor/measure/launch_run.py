@@ -118,8 +118,6 @@ FLIP_SHARE = 1e-5
 def _finite_error(out, ref) -> float:
     """Relative error over the elements finite in both; inf where more than FLIP_SHARE of the elements differ
     in being finite, nan, +inf or -inf (a tensor of fewer than 1 / FLIP_SHARE elements: any one)."""
-    import torch
-
     out64, ref64 = out.double(), ref.double()
     flips = ((out64.isnan() != ref64.isnan()) | (out64.isposinf() != ref64.isposinf())
              | (out64.isneginf() != ref64.isneginf()))
