@@ -188,10 +188,10 @@ def call_ceilings(path: str | Path, call: str, gpu: GPU, kernel: str | None = No
     import dataclasses
 
     from advisor.advice.stores import stored_outputs
-    from advisor.capture.call import capture_call
+    from advisor.capture.call import capture_call_with_data
     from advisor.capture.trace import autotune_groups, select_launches
 
-    trace = capture_call(path, call, gpu.spec.name, written=stored_outputs)
+    trace, _ = capture_call_with_data(path, call, gpu.spec.name, written=stored_outputs)
     groups = {g[0]: len(g) for g in autotune_groups(trace)}
     alternatives = {j for g in autotune_groups(trace) for j in g[1:]}
     shown = select_launches(trace.launches, kernel, alternatives)

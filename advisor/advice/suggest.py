@@ -149,7 +149,7 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
                            f"file; {target} {'with --trace ' if trace else ''}has launches of fixed shapes: drop "
                            "--tokens (use --kernel to pick launches)")
     if call:
-        from advisor.capture.call import capture_call
+        from advisor.capture.call import capture_call_with_data
 
         if path.suffix != ".py" or trace:
             raise AdvisorError(f"--call goes with a kernel file, not {'--trace' if trace else target}")
@@ -158,7 +158,7 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
         gpu_name = gpu.spec.name if gpu else default_gpu_name()  # the stand-in driver answers as this GPU
         from advisor.advice.stores import stored_outputs
 
-        captured = capture_call(path, call, gpu_name, written=stored_outputs)
+        captured, integer_data = capture_call_with_data(path, call, gpu_name, written=stored_outputs)
 
         from advisor.advice.launch_edit import plan_launch_literals
 
@@ -171,7 +171,7 @@ def subjects_for(target: str, *, preset: str | None = None, tp: int = 1, tokens:
                 if config == current:
                     raise AdvisorError("the captured config")
                 return plan_launch_literals(path, name, current, config).after.decode()
-            return relauncher(path, call, gpu_name, name, occurrence, stored_outputs, edited)
+            return relauncher(path, call, gpu_name, name, occurrence, stored_outputs, edited, integer_data)
 
         from advisor.capture.call_contents import program_contents
 

@@ -160,13 +160,36 @@ def _failure_site(exc: BaseException, path: Path) -> tuple[str, bool]:
     return (f"{Path(frame.filename).name}:{frame.lineno}" if frame else "?"), at_call
 
 
+def capture_call_with_data(path: str | os.PathLike, call: str, gpu: str | None = None,
+                           written=None) -> tuple[Trace, bool]:
+    """`capture_call` with integer tensors the host asks for on the GPU made with data
+    (advisor.capture.integer_data), where that capture runs and makes the same launches (kernels, grids, configs,
+    tensors' shapes and dtypes) as the capture without it; else the capture without it. With whether data was
+    used, for the re-runs per config to use the same (`relauncher`'s `integer_data`)."""
+    plain = capture_call(path, call, gpu, written=written)
+    try:
+        with_data = capture_call(path, call, gpu, written=written, integer_data=True)
+    except AdvisorError:
+        return plain, False
+    return (with_data, True) if _same_launches(plain, with_data) else (plain, False)
+
+
+def _same_launches(a: Trace, b: Trace) -> bool:
+    def shape(trace):
+        return [(x.kernel, x.grid, x.config, tuple((t.name, t.shape, t.dtype, t.stride) for t in x.tensors))
+                for x in trace.launches]
+    return shape(a) == shape(b)
+
+
 def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
-                 override: tuple[str, dict] | None = None, written=None, source: str | None = None) -> Trace:
+                 override: tuple[str, dict] | None = None, written=None, source: str | None = None,
+                 integer_data: bool = False) -> Trace:
     """The trace of the launches `call` makes, evaluated against the kernel file at `path`. `override`:
     (kernel, meta-parameters and num_warps/num_stages) its launches take instead of the host code's.
     `written`: which arguments a kernel may store into (`advisor.advice.stores.stored_outputs`), so that a
     launch not run forgets only those tensors' contents (`advisor.capture.nogpu`). `source`: the file's text edited
-    (`relauncher`), run in its place."""
+    (`relauncher`), run in its place. `integer_data`: integer tensors the host asks for on the GPU are made with data
+    (advisor.capture.integer_data)."""
     from ceilings import standin
     from ceilings.compile import load_module, running_file_code
 
@@ -181,7 +204,7 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
     try:
         # Kernels the call decorates (a factory building one on first use) must be JIT functions whose launches
         # the capture sees, not the CPU interpreter's, which would run them on tensors without data.
-        capture = NoGPUCapture(rec, spec, override, written)
+        capture = NoGPUCapture(rec, spec, override, written, integer_data)
         with running_file_code(), contextlib.redirect_stdout(sys.stderr), capture.active():
             eval(code, namespace)
     except AdvisorError as exc:
@@ -213,7 +236,7 @@ def capture_call(path: str | os.PathLike, call: str, gpu: str | None = None,
 
 
 def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str, occurrence: int, written=None,
-               edited=None):
+               edited=None, integer_data: bool = False):
     """config -> the launch the call makes of `kernel` (its `occurrence`-th launch) when that kernel is
     launched with the config: the host code re-run per config, so grids and arguments that follow the
     meta-parameters follow them. None where the re-run fails or launches it otherwise.
@@ -222,7 +245,8 @@ def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str,
     literals at the launch, or a name the launching function binds once, `BLOCK_H = 8; grid = (n, cdiv(heads,
     BLOCK_H))`), raising AdvisorError where it is not written so. The re-run is then of that text, so a grid and
     sizes the host computes from its own bindings follow the config as they would once applied. Else, and where
-    the edited text does not run, the kernel's meta-parameters are overridden at its launch."""
+    the edited text does not run, the kernel's meta-parameters are overridden at its launch. `integer_data`: as the
+    launch's own capture was made (`capture_call_with_data`), so each config's launch carries the same contents."""
     # config -> the edited re-run's trace, None where there is none: a caller asking `edited_only` first and then
     # for any re-run (`LaunchSubject._host_launch`) does not edit and run the file twice.
     from_edit: dict = {}
@@ -232,7 +256,8 @@ def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str,
         meta = (kernel, {**config.params, "num_warps": config.num_warps, "num_stages": config.num_stages})
         if edited is not None and config not in from_edit:
             try:
-                from_edit[config] = capture_call(path, call, gpu, meta, written, source=edited(config))
+                from_edit[config] = capture_call(path, call, gpu, meta, written, source=edited(config),
+                                                 integer_data=integer_data)
             except (AdvisorError, UnicodeDecodeError):
                 from_edit[config] = None
         trace = from_edit.get(config)
@@ -240,7 +265,7 @@ def relauncher(path: str | os.PathLike, call: str, gpu: str | None, kernel: str,
             return None
         if trace is None:
             try:
-                trace = capture_call(path, call, gpu, meta, written)
+                trace = capture_call(path, call, gpu, meta, written, integer_data=integer_data)
             except AdvisorError:
                 return None
         mine = [launch for launch in trace.launches if launch.kernel == kernel]
@@ -257,6 +282,6 @@ def record_call(path: str | os.PathLike, call: str, out: str | os.PathLike, gpu:
     if not Path(path).is_file():
         raise AdvisorError(f"advisor record --call: kernel file {path} does not exist; give the file whose host "
                            "function the call names")
-    trace = capture_call(path, call, gpu, written=written)
+    trace, _ = capture_call_with_data(path, call, gpu, written=written)
     write_trace(out, trace)
     return RecordResult(trace, 0, Path(out)).summary

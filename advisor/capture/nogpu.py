@@ -175,12 +175,16 @@ _MISSING = object()
 class NoGPUCapture:
     """Takes over kernel launches and autotuning for a `NoGPURecorder` (see the module docstring)."""
 
-    def __init__(self, recorder: NoGPURecorder, spec, override: tuple[str, dict] | None = None, written=None):
+    def __init__(self, recorder: NoGPURecorder, spec, override: tuple[str, dict] | None = None, written=None,
+                 integer_data: bool = False):
         """`override`: (kernel name, {meta-parameter or num_warps/num_stages: value}) set on that kernel's
         launches in place of what the host code gives, so a call re-run per config launches each config
         as the host code would (its grid function and heuristics see the config). `written`: JIT function ->
-        the names of the arguments it may store into, or None where that is not known (module docstring)."""
+        the names of the arguments it may store into, or None where that is not known (module docstring).
+        `integer_data`: integer tensors the host asks for on the GPU are made with data
+        (advisor.capture.integer_data)."""
         self.rec, self.spec, self.override, self.written = recorder, spec, override, written
+        self.integer_data = integer_data
         self._unknown: set[int] = set()  # data pointers of CPU tensors a launch that was not run may have written
 
     def record(self, jit_fn, grid, bound: dict, options: dict) -> None:
@@ -285,7 +289,13 @@ class NoGPUCapture:
 
     @contextlib.contextmanager
     def active(self):
-        with standin.environment(self.spec), standin.launches_to(self.jit_run, self.autotune_run):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(standin.environment(self.spec))
+            stack.enter_context(standin.launches_to(self.jit_run, self.autotune_run))
+            if self.integer_data:
+                from advisor.capture.integer_data import integer_factories_mode
+
+                stack.enter_context(integer_factories_mode())
             yield self
 
 
