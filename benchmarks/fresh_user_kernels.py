@@ -302,7 +302,7 @@ def accuracy(paths: list[Path], gpu: str) -> None:
     from ceilings.hardware import resolve_gpu
     from ceilings.launch import Config
 
-    ape, covered, rhos, regrets = [], [], [], []
+    ape, covered, rhos, regrets, over_floor, best_over = [], [], [], [], [], []
     for path in paths:
         for r in json.loads(path.read_text())["rows"]:
             timed = [(Config.from_dict(t["config"]), t["us"]) for t in r.get("timed", []) if "us" in t]
@@ -312,17 +312,24 @@ def accuracy(paths: list[Path], gpu: str) -> None:
             pred = np.array([c.predicted_us for c in cands])
             meas = np.array([us for _, us in timed])
             ape += list(np.abs(pred / meas - 1))
+            # issue 14's floor: measured / ceiling of every timed config, and of the launch's fastest timed
+            floor = meas / np.array([c.ceiling.ceiling_us for c in cands])
+            over_floor += list(floor)
+            best_over.append(float(floor[int(np.argmin(meas))]))
             covered += [lo <= m <= hi for (lo, hi), m in zip((c.interval for c in cands), meas, strict=True)]
             if len(timed) >= 3:
                 rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731
                 rhos.append(float(np.corrcoef(rank(pred), rank(meas))[0, 1]))
             regrets.append(float(meas[int(np.argmin(pred))] / meas.min()))
             print(f"{r['kernel'][:26]:26s} {len(timed):3d} configs  MAPE {np.mean(np.abs(pred / meas - 1)):6.1%}  "
-                  f"predicted/measured median {np.median(pred / meas):5.2f}  top-1 {regrets[-1]:.3f}")
+                  f"predicted/measured median {np.median(pred / meas):5.2f}  top-1 {regrets[-1]:.3f}  "
+                  f"measured/ceiling {floor.min():.2f}-{floor.max():.2f}")
     print(f"{gpu}: {len(ape)} configs of {len(regrets)} launches; MAPE {np.mean(ape):.1%}, median APE "
           f"{np.median(ape):.1%}; 80% interval covers {np.mean(covered):.0%}; median Spearman per launch "
           f"{np.median(rhos):.2f} ({len(rhos)} launches); model's fastest within 1.05x of the fastest timed "
-          f"{np.mean(np.array(regrets) <= 1.05):.0%}")
+          f"{np.mean(np.array(regrets) <= 1.05):.0%}; measured >= 0.97 x ceiling on "
+          f"{np.mean(np.array(over_floor) >= 0.97):.1%} of configs (lowest {min(over_floor):.2f}), median measured / "
+          f"ceiling of each launch's fastest {np.median(best_over):.2f}")
 
 
 def main() -> None:
