@@ -22,10 +22,11 @@ Scalar = int | float | bool | str
 ENGINE_META_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M")
 ENGINE_LAUNCH_KEYS = ("num_warps", "num_stages")
 # The contents of integer tensors up to this size may travel with a launch (TensorArg.values): a routing table of
-# 8,192 tokens x top-8 in int32. Timings and the interpreter check run on these contents; a larger integer tensor
-# is made of zeros there, which turns a gather into reads of one row (RESULTS 55: a MoE combine of 65,536 rows
-# ran 4-5x faster than its bytes allow).
-MAX_VALUES_BYTES = 256 * 1024
+# 32,768 tokens x top-8 in int32, an embedding bag's 65,536 int64 lengths (RESULTS 56: at 256 KiB they travelled as
+# a sample, which the ceiling does not read, and the bag loop they bound was predicted 2.3x too fast). Timings and
+# the interpreter check run on these contents; zeros in a larger one turn a gather into reads of one row (RESULTS
+# 55: a MoE combine of 65,536 rows ran 4-5x faster than its bytes allow), so it carries a sample instead.
+MAX_VALUES_BYTES = 1024 * 1024
 # A larger integer tensor may carry this many of its elements instead (TensorArg.sample), read at evenly spaced
 # positions: timings draw its contents from them rather than using zeros.
 SAMPLE_SIZE = 4096

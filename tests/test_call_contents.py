@@ -32,7 +32,7 @@ SCATTER = textwrap.dedent('''
         scatter_rows[(1,)](small, picked, torch.empty_like(small), small.numel(), BLOCK=64)
         return out
 ''')
-CALL = "sorted_scatter(randn(40000, f32), randn(64, f32))"
+CALL = "sorted_scatter(randn(140000, f32), randn(64, f32))"
 
 
 def test_a_call_run_for_real_gives_the_sort_indices_a_timing_needs(tmp_path):
@@ -46,8 +46,8 @@ def test_a_call_run_for_real_gives_the_sort_indices_a_timing_needs(tmp_path):
     assert run is not None and [r.kernel for r in run] == ["scatter_rows", "scatter_rows"]
     timed = with_contents(big.launch, run)
     sample = timed.tensor("idx_ptr").sample
-    # 40,000 int64 (312 KiB): a sample; the indices of one sort, a permutation of 0..39999
-    assert (sample.low, sample.high, sample.distinct_rows, sample.sorted) == (0, 39_999, 40_000, False)
+    # 140,000 int64 (1.07 MiB): a sample; the indices of one sort, a permutation of 0..139999
+    assert (sample.low, sample.high, sample.distinct_rows, sample.sorted) == (0, 139_999, 140_000, False)
     assert len(set(sample.values)) == len(sample.values) == 4096 and not lacks_contents(timed)
     assert timed.tensor("x_ptr") == big.launch.tensor("x_ptr") and timed.grid == big.launch.grid
     assert sorted(with_contents(small.launch, run).tensor("idx_ptr").values) == list(range(64))  # small: whole

@@ -275,9 +275,9 @@ def test_tensor_values_round_trip_and_are_checked():
     assert Launch.from_dict(doc).tensor("ids").values == (4, 0, 2)
     with pytest.raises(AdvisorError, match="integer tensors only"):
         TensorArg("w", (2,), "float32", (1,), values=(1, 2))
-    with pytest.raises(AdvisorError, match="exceed 262144 bytes"):
-        TensorArg("ids", (70000,), "int32", (1,), values=tuple(range(70000)))
-    big = TensorArg("ids", (70000,), "int32", (1,), sample=ValueSample((5, 1, 9), 0, 9, distinct_rows=10))
+    with pytest.raises(AdvisorError, match="exceed 1048576 bytes"):
+        TensorArg("ids", (270000,), "int32", (1,), values=tuple(range(270000)))
+    big = TensorArg("ids", (270000,), "int32", (1,), sample=ValueSample((5, 1, 9), 0, 9, distinct_rows=10))
     doc = big.to_dict()
     assert doc["sample"] == {"values": [5, 1, 9], "low": 0, "high": 9, "sorted": False, "distinct_rows": 10}
     assert "values" not in doc

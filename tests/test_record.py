@@ -208,7 +208,7 @@ ROUTING_PROGRAM = _DEVICE + textwrap.dedent("""
 
     ids = torch.tensor([3, 1, 2, 0, 7, 5], dtype=torch.int32, device=DEVICE)
     offsets = torch.arange(0, 16, 4, dtype=torch.int64, device=DEVICE)[::2]      # strided view: [0, 8]
-    big = torch.zeros(65537, dtype=torch.int32, device=DEVICE)                  # 256 KiB + 4 bytes
+    big = torch.zeros(262145, dtype=torch.int32, device=DEVICE)                 # 1 MiB + 4 bytes
     x = torch.arange(8, dtype=torch.float32, device=DEVICE)
     out = torch.zeros(16, device=DEVICE)
     gather_rows[(2,)](x, ids, offsets, big, out, ids.numel(), BLOCK=4)
@@ -225,7 +225,7 @@ def test_record_keeps_the_contents_of_small_integer_tensors(tmp_path):
     assert tensors["ids_ptr"].values == (3, 1, 2, 0, 7, 5)
     # A strided view keeps the span its strides reach from the data pointer: element i at pointer + i.
     assert tensors["offsets_ptr"].stride == (2,) and tensors["offsets_ptr"].values == (0, 4, 8)
-    assert tensors["big_ptr"].values is None                # over 256 KiB: a sample of it instead
+    assert tensors["big_ptr"].values is None                # over 1 MiB: a sample of it instead
     big = tensors["big_ptr"].sample
     assert len(big.values) == 4096 and set(big.values) == {0} and (big.low, big.high) == (0, 0)
     assert big.sorted and big.distinct_rows == 0 and tensors["ids_ptr"].sample is None
@@ -255,8 +255,8 @@ def test_large_integer_tensors_keep_a_sample_and_whether_they_are_sorted():
 
     assert boot.SAMPLE_SIZE == launch_module.SAMPLE_SIZE
     gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, 256, (100_000,), dtype=torch.int32, generator=gen)
-    offsets = torch.arange(0, 300_000, 3, dtype=torch.int64)
+    ids = torch.randint(0, 256, (300_000,), dtype=torch.int32, generator=gen)   # 1.2 MB
+    offsets = torch.arange(0, 900_000, 3, dtype=torch.int64)
     late = offsets.clone()
     late[-1] = 0                                    # one step down at the very end: not sorted
     boot._argument("chunked", offsets, [], {})       # warm-up: nothing kept from a call without a list
@@ -264,18 +264,18 @@ def test_large_integer_tensors_keep_a_sample_and_whether_they_are_sorted():
     boot._SORTED_CHUNK = 1000                        # chunk borders must not hide a step down
     try:
         tensors: list = []
-        perm = torch.stack([torch.randperm(1000, generator=gen) for _ in range(70)])   # a sort's indices per row
-        for name, t in (("ids", ids), ("offsets", offsets), ("late", late), ("rows", ids.view(1000, 100).t()),
+        perm = torch.stack([torch.randperm(1000, generator=gen) for _ in range(140)])   # a sort's indices per row
+        for name, t in (("ids", ids), ("offsets", offsets), ("late", late), ("rows", ids.view(1000, 300).t()),
                         ("perm", perm)):
             boot._argument(name, t, tensors, {})
         boot._argument("probe", ids, tensors, {}, keep_values=False)
     finally:
         boot._SORTED_CHUNK = saved
     got = {t["name"]: t.get("sample") for t in tensors}
-    assert got["ids"]["values"] == ids[::24][:4096].tolist() and not got["ids"]["sorted"]
+    assert got["ids"]["values"] == ids[::73][:4096].tolist() and not got["ids"]["sorted"]
     assert (got["ids"]["low"], got["ids"]["high"]) == (int(ids.min()), int(ids.max()))
-    assert got["offsets"]["values"] == offsets[::24][:4096].tolist() and got["offsets"]["sorted"]
-    assert got["offsets"]["distinct_rows"] == 100_000 and got["ids"]["distinct_rows"] == 0
+    assert got["offsets"]["values"] == offsets[::73][:4096].tolist() and got["offsets"]["sorted"]
+    assert got["offsets"]["distinct_rows"] == 300_000 and got["ids"]["distinct_rows"] == 0
     assert not got["late"]["sorted"] and got["late"]["distinct_rows"] == 0    # 0 twice
     assert len(got["rows"]["values"]) == 4096 and got["probe"] is None   # a transposed view; a probe reads nothing
     assert got["perm"]["distinct_rows"] == 1000 and got["perm"]["low"] == 0 and got["perm"]["high"] == 999

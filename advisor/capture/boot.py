@@ -30,7 +30,7 @@ and the heuristics and returns before anything is compiled or launched, so the a
 config on the grid the host code gives it instead of one inferred. The launches, deduplicated with
 a count, are written to OUT.json at exit.
 
-On both paths an integer tensor argument of at most 256 KiB keeps its contents (`values`: routing
+On both paths an integer tensor argument of at most 1 MiB keeps its contents (`values`: routing
 tables, offsets, counts), read as the launch starts, so the generic ceiling can evaluate control flow
 that reads them (docs/trace.md). Tensors without data (the no-GPU capture's meta tensors) keep none.
 
@@ -54,7 +54,7 @@ _DEFAULT_WARPS, _DEFAULT_STAGES = 4, 3
 _KEY = "triton_advisor_launch"
 # Integer tensors up to this size keep their contents in the trace (ceilings.launch.MAX_VALUES_BYTES;
 # this runner imports nothing of the advisor, so the numbers are repeated here).
-MAX_VALUES_BYTES = 256 * 1024
+MAX_VALUES_BYTES = 1024 * 1024
 _INTEGER_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
 # A larger integer tensor keeps a sample of its contents instead (ceilings.launch.SAMPLE_SIZE, TensorArg.sample).
 SAMPLE_SIZE = 4096

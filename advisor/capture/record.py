@@ -11,7 +11,7 @@ unset) through Triton's launch hooks (`knobs.runtime.launch_enter_hook`, with a 
 (TRITON_INTERPRET=1), which call no hook, through a wrapper around the interpreter's
 `InterpretedFunction.run` in the child process only. `@triton.autotune` kernels are recorded once
 per launch with the config the autotuner chose; its benchmark launches are left out. Small integer
-tensors (at most 256 KiB: routing tables, offsets) keep their contents in the trace (`TensorArg.values`).
+tensors (at most 1 MiB: routing tables, offsets) keep their contents in the trace (`TensorArg.values`).
 """
 
 from __future__ import annotations
