@@ -290,11 +290,11 @@ class LaunchSubject(Subject):
             # The host re-run with the config written in (as `advisor apply` would) is the host's own answer: its
             # grid and padded sizes stand. Else only the kernel's meta-parameters were overridden at the launch.
             again = self.relaunch(config, edited_only=True)
-            if again is not None:  # an edit the grid does not follow (a name of its own the edit cannot reach)
-                again = self._host_grid_checked(again, config)
-            elif not self.rule.padded:
-                again = self._host_grid_checked(self.relaunch(config), config)
-            self._relaunched[config] = again
+            if again is None and not self.rule.padded:
+                again = self.relaunch(config)
+            # either re-run may keep a grid of the host's own that the config does not reach (a name the edit
+            # cannot reach, constants the override does not): checked against the launch rule alike
+            self._relaunched[config] = self._host_grid_checked(again, config)
         return self._relaunched[config]
 
     def _host_grid_checked(self, relaunched: Launch | None, config: Config) -> Launch | None:

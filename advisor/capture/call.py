@@ -174,10 +174,15 @@ def capture_call_with_data(path: str | os.PathLike, call: str, gpu: str | None =
     return (with_data, True) if _same_launches(plain, with_data) else (plain, False)
 
 
+def launch_form(launch) -> tuple:
+    """A launch's kernel and its tensors' names, shapes, dtypes and strides: what two captures of one call share
+    whatever the tensors' contents."""
+    return launch.kernel, tuple((t.name, t.shape, t.dtype, t.stride) for t in launch.tensors)
+
+
 def _same_launches(a: Trace, b: Trace) -> bool:
     def shape(trace):
-        return [(x.kernel, x.grid, x.config, tuple((t.name, t.shape, t.dtype, t.stride) for t in x.tensors))
-                for x in trace.launches]
+        return [(launch_form(x), x.grid, x.config) for x in trace.launches]
     return shape(a) == shape(b)
 
 

@@ -33,15 +33,13 @@ def lacks_contents(launch: Launch) -> bool:
                for t in launch.tensors)
 
 
-def _tensors(launch: Launch) -> tuple:
-    return launch.kernel, tuple((t.name, t.shape, t.dtype, t.stride) for t in launch.tensors)
-
-
 def with_contents(launch: Launch, run: list[Launch]) -> Launch:
     """`launch` with the contents or samples that the real run's launch of the same kernel and tensors (the same
     grid and config first: an autotuned kernel ran the config its autotuner picked) recorded for its integer
     tensors that have neither; `launch` itself where the run made no such launch."""
-    alike = [r for r in run if _tensors(r) == _tensors(launch)]
+    from advisor.capture.call import launch_form
+
+    alike = [r for r in run if launch_form(r) == launch_form(launch)]
     same = next((r for r in alike if (r.grid, r.config) == (launch.grid, launch.config)), alike[0] if alike else None)
     if same is None:
         return launch
