@@ -79,7 +79,8 @@ def test_a_row_softmax_keeps_its_block_size_and_a_vector_add_may_change_its():
     (add,) = subjects_for(str(STYLES / "tut01_vector_add.py"), call="add(randn(98432, f32), randn(98432, f32))",
                           gpu=gpu)
     # its grid lambda follows BLOCK_SIZE: the first neighbourhood halves it, and the climb may go on from there
-    assert {512, 1024} <= {c["BLOCK_SIZE"] for c in add.space()} <= {256, 512, 1024, 2048}
+    # (how far it climbs follows the model's ranking: powers of two, within what one CTA holds)
+    assert {512, 1024} <= {c["BLOCK_SIZE"] for c in add.space()} <= {1 << k for k in range(7, 14)}
     assert not any("kept as launched" in n for n in add.notes)
 
     (norm,) = subjects_for(str(STYLES / "tut05_layer_norm.py"), call="layer_norm_fwd(randn(4096, 8192, f16), (8192,), "

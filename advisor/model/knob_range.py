@@ -12,6 +12,10 @@ kind of work, and `advisor.advice.search` names no config outside it without tim
 Kinds of work: rows with tensor-core work in their ceiling (`share_tensor` > 0) and rows without. A
 value counts as seen when at least MIN_ROWS training rows of that kind have it; the range is from the
 smallest to the largest such value (knobs are ordered: a value between two seen ones is interpolated).
+
+The shipped transfer model keeps the ranges of the corpus's rows, though it is also fitted on the user-style
+sets, which hold a few single-stage dot loops: held out by set, those are still predicted 0.41-0.72x of their
+time (benchmarks/RESULTS.md section 57), so having seen them does not make the value safe to name untimed.
 """
 
 from __future__ import annotations

@@ -17,9 +17,10 @@ corpus rows of the same GPU; no inner choice), minutes more.
     python benchmarks/corpus/check_transfer.py [--previous] [--write] [--write-held-out FOLDER] [--knob-ranges]
 
 Writes `data/model_check_transfer.csv` (one row per point, GPU and model; `check_advice.py --model-check`
-reads it) and prints the tables; `--write` fits the shipped transfer model on every row and saves it in
-advisor/model/models/transfer/; `--write-held-out FOLDER` saves the four models fitted without one library
-each (FOLDER/without-LIBRARY), which `check_advice_gpu.py` gives each launch's `suggest` through
+reads it) and prints the tables; `--write` fits the transfer model on every corpus row and saves it in
+advisor/model/models/transfer/ (the shipped one is fitted on these rows and the user-style sets' since
+RESULTS 57: `benchmarks/user_sets_model.py write`); `--write-held-out FOLDER` saves the four models fitted
+without one library each (FOLDER/without-LIBRARY), which `check_advice_gpu.py` gives each launch's `suggest` through
 TRITON_ADVISOR_TRANSFER_MODEL, so that its advice comes from a model that never saw its library;
 `--knob-ranges` only stores the rows' knob ranges in the shipped model's meta (`advisor.model.knob_range`).
 """
