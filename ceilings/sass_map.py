@@ -366,7 +366,9 @@ def _place_blocks(fn: Function, cfg: CFG, loops: list[Loop], loop_region: list[i
         if votes:
             total = sum(votes.values())
             strong = [r for r, v in votes.items() if v >= _VOTE_SHARE * total]
-            placed[b] = _common_region(strong, chains)
+            # votes spread over more than 1 / _VOTE_SHARE regions (a block of an unrolled 3 x 3 window whose
+            # lines each own a few ops) leave none strong: the block lies in what all of them share
+            placed[b] = _common_region(strong or list(votes), chains)
         else:
             idom = max((d for d in dom[b] if d != b), key=lambda d: len(dom[d]), default=None)
             placed[b] = placed[idom] if idom is not None and allowed(placed[idom]) else (innermost or 0)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from advisor.capture.call import capture_call, capture_call_with_data
 from ceilings.demand import generic_demand
+from ceilings.errors import AdvisorError
 
 CSR = Path(__file__).resolve().parent / "fixtures" / "csr_host_kernels.py"
 IDS = torch.randint(0, 16, (1000,), dtype=torch.int64, generator=torch.Generator().manual_seed(0))
@@ -48,3 +50,20 @@ def test_random_index_tensors_are_drawn_from_a_fixed_seed():
     again, _ = capture_call_with_data(CSR, call, "h100")
     rows = offsets_of(first)[1].values
     assert used and rows == offsets_of(again)[1].values and len(rows) == 33 and 0 <= min(rows) <= max(rows) < 1000
+
+
+def test_a_host_that_cannot_run_without_data_in_its_own_ids_is_captured_with_it():
+    """Set 10's LoRA expand buckets tokens by adapter ids it draws on the GPU (argsort, bincount): without data the
+    capture failed ("bincount ... Meta tensors") and the launch could not be advised at all."""
+    call = "rows_by_bucket(randn(1000, 64), 16)"
+    with pytest.raises(AdvisorError, match="bincount"):
+        capture_call(CSR, call, "h100")
+    trace, used = capture_call_with_data(CSR, call, "h100")
+    offsets = offsets_of(trace)[1].values
+    assert used and len(offsets) == 17 and offsets[0] == 0 and offsets[-1] == 1000
+    assert all(a <= b for a, b in zip(offsets, offsets[1:], strict=False))  # a cumsum of counts
+
+
+def test_a_host_that_fails_either_way_says_why_without_data():
+    with pytest.raises(AdvisorError, match="no_such_function"):
+        capture_call_with_data(CSR, "no_such_function(randn(4, 4))", "h100")

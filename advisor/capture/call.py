@@ -165,8 +165,16 @@ def capture_call_with_data(path: str | os.PathLike, call: str, gpu: str | None =
     """`capture_call` with integer tensors the host asks for on the GPU made with data
     (advisor.capture.integer_data), where that capture runs and makes the same launches (kernels, grids, configs,
     tensors' shapes and dtypes) as the capture without it; else the capture without it. With whether data was
-    used, for the re-runs per config to use the same (`relauncher`'s `integer_data`)."""
-    plain = capture_call(path, call, gpu, written=written)
+    used, for the re-runs per config to use the same (`relauncher`'s `integer_data`). A host that cannot run without
+    data in the tensors it draws (a bincount of ids it drew with `randint` on the GPU: a LoRA kernel's buckets of
+    tokens per adapter) is captured with the data, or fails as the capture without it does."""
+    try:
+        plain = capture_call(path, call, gpu, written=written)
+    except AdvisorError as without_data:
+        try:
+            return capture_call(path, call, gpu, written=written, integer_data=True), True
+        except AdvisorError:
+            raise without_data from None
     try:
         with_data = capture_call(path, call, gpu, written=written, integer_data=True)
     except AdvisorError:
