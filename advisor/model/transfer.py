@@ -3,8 +3,9 @@ not declared in `kernels/`), learned on other libraries' kernels (issue 15).
 
 The shipped model (`advisor.model.predict`) learned the efficiency of four exact-demand families; on a
 library it never saw it does worse than a constant (benchmarks/RESULTS.md sections 14 and 18). This one
-is fitted on the corpus's generic-path points only (many libraries, two GPUs) and chosen by
-leave-one-library-out, so what it learns must hold on a library it did not see:
+is fitted on generic-path points only (the corpus's libraries and, since RESULTS 57, nine sets of kernels
+written the way users write them, each set a "library"; two GPUs) and chosen by leave-one-library-out, so
+what it learns must hold on a library it did not see:
 
 - **Target**: log(measured / ceiling), the efficiency gap. **Prior**: the constant that minimises the
   mean absolute percentage error of the training points (`mape_level`: the median of measured / ceiling
