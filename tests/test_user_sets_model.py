@@ -1,0 +1,36 @@
+"""The figures `benchmarks/user_sets_model.py` reports for the transfer model on held-out sets (issue 15):
+MAPE, Spearman per launch, the predicted fastest against the fastest timed, the band's coverage."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+user_sets_model = pytest.importorskip("user_sets_model")
+
+
+def _rows(case: str, measured: list[float]) -> list[dict]:
+    return [{"gpu": "h200", "case": case, "measured_us": m} for m in measured]
+
+
+def test_figures_of_two_launches_against_hand_computed_values():
+    rows = _rows("a", [10.0, 20.0, 30.0]) + _rows("b", [5.0, 4.0])
+    # launch a ranked in order, 10% high each; launch b: the predicted fastest (5.0 measured) is 1.25x the best
+    mid = np.array([11.0, 22.0, 33.0, 4.0, 4.4])
+    lo, hi = mid * 0.9, mid * 1.1
+    f = user_sets_model.figures(rows, mid, lo, hi)
+    assert f["rows"] == 5 and f["launches"] == 2
+    assert f["mape"] == pytest.approx(np.mean([0.1, 0.1, 0.1, 0.2, 0.1]))
+    assert f["spearman"] == pytest.approx(1.0)  # only launch a has >= 3 configs
+    assert f["top1_105"] == pytest.approx(0.5)  # a picks its fastest, b picks 1.25x
+    # inside [0.9, 1.1] x predicted: a's three (measured = predicted / 1.1), b's 4.0 at 4.4 (ratio 1.1); not 5.0 at 4.0
+    assert f["band"] == pytest.approx(4 / 5)
+
+
+def test_set_ranges_parse_as_the_command_line_writes_them():
+    assert user_sets_model.parse_sets("1-9") == list(range(1, 10))
+    assert user_sets_model.parse_sets("10") == [10]
