@@ -11,11 +11,11 @@ ceiling, evaluated on this machine), its measured time and ceiling. One row per 
 
 `check`: leave one set out. For each set S, `advisor.model.transfer.fit_transfer` on the corpus's generic-path
 rows (both GPUs, the four fitted libraries, as the shipped transfer model) plus the rows of the other sets, each
-set a "library" of its own for the inner choice; tested on S's rows. Next to it, on the same rows, the shipped
-transfer model (fitted on the corpus alone, so every set is held out from it) and the corpus-only refit with the
-same code (what the shipped model would be if refitted now). Then leave one corpus library out with and without
-all sets in training. Figures per model: MAPE, median Spearman per launch (>= 3 configs), the predicted fastest
-within 1.05x of the fastest timed, 80% band coverage.
+set a "library" of its own for the inner choice; tested on S's rows. Next to it, on the same rows, the model in
+`--previous` (default: the shipped one, which since `write` has seen every set: give the one fitted on the corpus
+alone, as of commit 9040840) and the corpus-only refit with the same code. Figures: `check_model.figures`.
+Then leave one corpus library out with and without all sets in training. Figures per model: MAPE, median
+Spearman per launch (>= 3 configs), the predicted fastest within 1.05x of the fastest timed, 80% band coverage.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -101,32 +100,20 @@ def corpus() -> list[dict]:
 
 
 def figures(rows: list[dict], mid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict:
-    meas = np.array([r["measured_us"] for r in rows])
-    ape = np.abs(mid / meas - 1)
-    by_case: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        by_case.setdefault(f"{r['gpu']}/{r['case']}", []).append(i)
-    rhos, top1 = [], []
-    for idx in by_case.values():
-        p, m = mid[idx], meas[idx]
-        if len(idx) >= 3 and np.ptp(p) > 0 and np.ptp(m) > 0:
-            rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731
-            rhos.append(float(np.corrcoef(rank(p), rank(m))[0, 1]))
-        if len(idx) >= 2:
-            top1.append(float(m[int(np.argmin(p))] / m.min()) <= 1.05)
-    return {"rows": len(rows), "launches": len(by_case), "mape": float(np.mean(ape)),
-            "spearman": statistics.median(rhos) if rhos else float("nan"), "top1_105": float(np.mean(top1)),
-            "band": float(np.mean((lo <= meas) & (meas <= hi)))}
+    """`check_model.figures` (the corpus checks' one definition) of `rows` predicted `mid` within [lo, hi], a launch
+    per GPU and case."""
+    from check_model import figures as corpus_figures
+
+    f = corpus_figures([dict(r, case=f"{r['gpu']}/{r['case']}", predicted_us=float(m), low_us=float(a),
+                             high_us=float(b)) for r, m, a, b in zip(rows, mid, lo, hi, strict=True)])
+    return {"rows": f["points"], "launches": f["launches"], "mape": f["mape"], "spearman": f["spearman"],
+            "top1_105": f["regret_105"], "band": f["coverage"]}
 
 
 def fit(train: list[dict]):
-    from check_transfer import arrays
+    from check_transfer import fit_rows
 
-    from advisor.model.transfer import fit_transfer
-
-    x, y, lib = arrays(train)
-    return fit_transfer(x, y, lib, [r["gpu"] for r in train], [f"{r['gpu']}/{r['case']}" for r in train],
-                        row_gpus=[r["gpu"] for r in train])
+    return fit_rows(train, per_gpu_band=True)
 
 
 def predict(model, rows: list[dict]):
@@ -144,12 +131,13 @@ def line(name: str, f: dict) -> str:
 HEADER = "| model | launches | configs | MAPE | Spearman | top-1 <= 1.05 | 80% band |\n" + "|---" * 7 + "|"
 
 
-def check(path: Path) -> None:
+def check(path: Path, previous: Path | None) -> None:
     from advisor.model.transfer import TransferModel
 
     users = read_rows(path)
     base = corpus()
-    shipped = TransferModel.load()
+    # the model to compare with: once `write` has run, the shipped one has seen every set (give --previous)
+    shipped = TransferModel.load(previous) if previous else TransferModel.load()
     corpus_only = fit(base)
     sets = sorted({r["set"] for r in users})
     header = HEADER
@@ -160,7 +148,7 @@ def check(path: Path) -> None:
         print(f"\nset {s} held out (model chose {model.meta['candidate']})\n{header}")
         for name, m in (("shipped", shipped), ("refit", corpus_only), ("sets", model)):
             mid, lo, hi = predict(m, test)
-            print(line({"shipped": "shipped transfer model (corpus, 2026-11-23)", "refit": "corpus only, refitted now",
+            print(line({"shipped": f"{previous or 'shipped'}", "refit": "corpus only, refitted now",
                         "sets": "corpus + the other sets"}[name], figures(test, mid, lo, hi)), flush=True)
             for acc, v in zip(pooled[name], (test, mid, lo, hi), strict=True):
                 acc.extend(v)
@@ -241,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.torchao:
         torchao(args.rows, args.previous)
     else:
-        check(args.rows)
+        check(args.rows, args.previous)
         torchao(args.rows, args.previous)
     return 0
 

@@ -14,7 +14,7 @@ user_sets_model = pytest.importorskip("user_sets_model")
 
 
 def _rows(case: str, measured: list[float]) -> list[dict]:
-    return [{"gpu": "h200", "case": case, "measured_us": m} for m in measured]
+    return [{"gpu": "h200", "case": case, "measured_us": m, "ceiling_us": m / 2} for m in measured]
 
 
 def test_figures_of_two_launches_against_hand_computed_values():

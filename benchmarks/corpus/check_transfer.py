@@ -72,6 +72,16 @@ def arrays(rows: list[dict]):
     return x, y, np.array([r["library"] for r in rows])
 
 
+def fit_rows(rows: list[dict], per_gpu_band: bool | None = None):
+    """`fit_transfer` on feature rows (each with its library, GPU and case), a band per GPU unless told otherwise."""
+    from advisor.model.transfer import fit_transfer
+
+    x, y, lib = arrays(rows)
+    per_gpu = PER_GPU_BAND if per_gpu_band is None else per_gpu_band
+    return fit_transfer(x, y, lib, [r["gpu"] for r in rows], [f"{r['gpu']}/{r['case']}" for r in rows],
+                        row_gpus=[r["gpu"] for r in rows] if per_gpu else ())
+
+
 def with_prediction(rows: list[dict], model: str, mid, lo, hi) -> list[dict]:
     return [dict(r, model=model, predicted_us=float(m), low_us=float(a), high_us=float(b))
             for r, m, a, b in zip(rows, mid, lo, hi, strict=True)]
@@ -80,16 +90,11 @@ def with_prediction(rows: list[dict], model: str, mid, lo, hi) -> list[dict]:
 def transfer_held_out(rows: list[dict], save_to: Path | None = None) -> tuple[list[dict], dict]:
     """Each library's rows predicted by a model fitted without it; `save_to`: each such model saved in
     save_to/without-LIBRARY (what TRITON_ADVISOR_TRANSFER_MODEL takes, for check_advice_gpu.py)."""
-    from advisor.model.transfer import fit_transfer
-
-    x, y, lib = arrays(rows)
+    x, _, lib = arrays(rows)
     out, chosen = [], {}
     for held in LIBRARIES:
         test = lib == held
-        train_rows = [r for r, t in zip(rows, test, strict=True) if not t]
-        model = fit_transfer(x[~test], y[~test], lib[~test], [r["gpu"] for r in train_rows],
-                             [f"{r['gpu']}/{r['case']}" for r in train_rows],
-                             row_gpus=[r["gpu"] for r in train_rows] if PER_GPU_BAND else ())
+        model = fit_rows([r for r, t in zip(rows, test, strict=True) if not t])
         chosen[held] = model.meta["candidate"], model.band, model.meta["inner_mape"][model.meta["candidate"]]
         if save_to is not None:
             model.meta["held_out_library"] = held
@@ -243,11 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     write_predictions(OUT, predicted)
     print(f"\n{OUT.name}: {len(predicted)} rows")
     if args.write:
-        from advisor.model.transfer import fit_transfer
-
-        x, y, lib = arrays(rows)
-        model = fit_transfer(x, y, lib, [r["gpu"] for r in rows], [f"{r['gpu']}/{r['case']}" for r in rows],
-                             row_gpus=[r["gpu"] for r in rows] if PER_GPU_BAND else ())
+        model = fit_rows(rows)
         print(f"shipped transfer model: {model.meta['candidate']}, band [{model.band[0]:+.3f}, {model.band[1]:+.3f}]"
               f" log{_gpu_bands(model)}, ranking sd {model.meta['ranking_sd']:.4f}, {len(rows)} rows -> {model.save()}")
     return 0
