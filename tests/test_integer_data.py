@@ -67,3 +67,16 @@ def test_a_host_that_cannot_run_without_data_in_its_own_ids_is_captured_with_it(
 def test_a_host_that_fails_either_way_says_why_without_data():
     with pytest.raises(AdvisorError, match="no_such_function"):
         capture_call_with_data(CSR, "no_such_function(randn(4, 4))", "h100")
+
+
+def test_offsets_the_call_builds_on_the_cpu_keep_their_values_when_the_host_moves_them_to_the_gpu():
+    """Set 11's block-sparse matmul moves the CSR row pointers its call builds (`torch.arange(0, 65) * 16`) to the
+    input's device; the move used to drop their data, so every block row's loop ran 0 times in the ceiling, the
+    interpreter check and the timings."""
+    call = "segment_sum_given_offsets(randn(1000, 64), torch.arange(0, 11, dtype=i64) * 100)"
+    trace, used = capture_call_with_data(CSR, call, "h100")
+    launch, offsets = offsets_of(trace)
+    assert used and offsets.dtype == "int32" and offsets.values == tuple(range(0, 1001, 100))
+    assert offsets_of(capture_call(CSR, call, "h100"))[1].values is None  # without data: the move drops them
+    # every row of x is read once now (1000 x 64 fp32)
+    assert 1000 * 64 * 4 <= generic_demand(launch).dram_bytes <= 1000 * 64 * 4 * 1.05

@@ -9,6 +9,10 @@ segment sum (RESULTS 56). Here integer factories asked for on the GPU make a CPU
 (random ones from one generator seeded at the capture's start), up to MAX_BYTES each, so what the host computes
 from them (a cumsum into offsets, a sort's permutation) has data too and the trace carries it
 (`TensorArg.values`, `TensorArg.sample`). `empty` stays without data: its contents are whatever a kernel writes.
+Likewise an integer tensor with data that the host moves to the GPU (`row_ptr.to(a.device)`, `.cuda()`: CSR
+pointers the call builds on the CPU with `torch.arange` or `randint`) stays on the CPU with its data, in the dtype
+asked for; without this the move made it a tensor without data and a block-sparse matmul's row pointers were
+zeros, every loop empty, in the ceiling, the interpreter check and the timings alike (set 11, RESULTS 59).
 
 A host may treat a CPU tensor otherwise than a CUDA one (`if ids.is_cuda`, a device check that raises), so the
 capture with this on is used only where it makes the same launches as the capture without it
@@ -33,9 +37,20 @@ def integer_factories_mode():
     random = {torch.randint, torch.randperm}
     generator = torch.Generator().manual_seed(0)
 
+    moves = {torch.Tensor.to, torch.Tensor.cuda}
+
+    def has_integer_data(t) -> bool:
+        return (isinstance(t, torch.Tensor) and t.device.type == "cpu" and not t.is_floating_point()
+                and not t.is_complex())
+
     class IntegerFactories(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
+            if func in moves and args and has_integer_data(args[0]):
+                moved = func(*args, **kwargs)  # through the meta mode below: to the GPU (meta) or not, its dtype
+                if moved.is_meta and not (moved.is_floating_point() or moved.is_complex()):
+                    return args[0].to(dtype=moved.dtype)
+                return moved
             if func not in factories or not _is_gpu_device(kwargs.get("device")):
                 return func(*args, **kwargs)
             shaped = func(*args, **kwargs)  # without data (the meta mode below): its dtype and size
