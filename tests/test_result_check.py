@@ -97,6 +97,41 @@ def gelu_sum(x, bias=None, scale=0.5):
 '''
 
 
+# Rows gathered through a table of row starts read at pid * STEP: STEP = 1 is the table's layout; another STEP
+# reads past the table, far enough (8 GiB per program) that the interpreter touches unmapped memory and dies.
+ROW_TABLE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gather_rows_kernel(X, STARTS, OUT, D, STEP: tl.constexpr, BLOCK_D: tl.constexpr):
+    pid = tl.program_id(0)
+    start = tl.load(STARTS + pid * STEP)
+    cols = tl.arange(0, BLOCK_D)
+    row = tl.load(X + start * D + cols, mask=cols < D, other=0.0)
+    tl.store(OUT + pid * D + cols, row, mask=cols < D)
+
+
+def gather_rows(x, starts):
+    out = torch.empty((starts.shape[0], x.shape[1]), device=x.device, dtype=x.dtype)
+    _gather_rows_kernel[(starts.shape[0],)](x, starts, out, x.shape[1], STEP=1, BLOCK_D=128)
+    return out
+'''
+
+
+def test_a_config_that_kills_the_interpreter_is_not_named_and_the_check_goes_on(tmp_path):
+    """Set 11's block-sparse matmul: a block size past its row pointers' layout read past them, the interpreter
+    died (SIGSEGV), and the config was named unchecked ("the interpreter failed: no message")."""
+    subject = _subject(tmp_path, ROW_TABLE, "gather_rows.py",
+                       "gather_rows(randn(64, 100), torch.arange(63, -1, -1, dtype=i64))")
+    past, wider = _with(subject, STEP=1 << 30), _with(subject, BLOCK_D=256)
+    verdicts = result_check.check(subject, [past, wider], limit=120)
+    assert verdicts.of[past].startswith("the interpreter was killed by SIGSEGV running it")
+    assert verdicts.of[wider] == result_check.SAME and verdicts.unchecked == ""
+
+
 def test_libdevice_math_a_float_scalar_and_a_none_pointer_run_in_the_interpreter_as_on_the_gpu(tmp_path):
     """Numbers against torch, and the interpreter's libdevice stubs put back after the run."""
     import sys
