@@ -150,7 +150,9 @@ def device(args) -> None:
             # the launches left run in a fresh process, with a CUDA context of their own (RESULTS 54: a fault
             # left the rest of a run untimed)
             first = int(start or 0) + index + 1
-            rest = out / "rest"
+            # beside this run's folder, not inside it: a fault in the rest nests no deeper (the device tool
+            # returns folders 16 deep at most; set 11's third level did not come back)
+            rest = out.parent / f"{out.name.split('_from')[0]}_from{first}"
             subprocess.run([sys.executable, __file__, "device", "--out", str(rest), "--plan", str(args.plan),
                             "--measure", str(args.measure), "--only", f"{first}:{stop}"], check=False)
             if (rest / "fresh_user.json").exists():

@@ -41,6 +41,7 @@ SETS = {  # set -> GPU -> the row files of its device runs (the calibrated and r
     "8": {g: [f"fresh_user8_{g}_a.json", f"fresh_user8_{g}_b.json"] for g in ("h100", "h200")},
     "9": {"h200": ["fresh_user9_h200_a.json", "fresh_user9_h200_b.json"], "h100": []},
     "10": {"h200": ["fresh_user10_h200.json"], "h100": []},
+    "11": {"h200": ["fresh_user11_h200.json"], "h100": []},
 }
 
 
