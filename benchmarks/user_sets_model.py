@@ -4,6 +4,7 @@ kernels written the way users write them predict a ninth better than the model f
     python benchmarks/user_sets_model.py rows [--sets 1-9] [--out benchmarks/data/user_sets_rows.jsonl.gz]  # CPU
     python benchmarks/user_sets_model.py check [--rows ...] [--torchao] [--previous FOLDER]           # CPU
     python benchmarks/user_sets_model.py write [--rows ...]     # fit on the corpus + every set: the shipped model
+    python benchmarks/user_sets_model.py margin [--rows ...] [--held-out ROWS]   # CPU: section 28's margin re-read
 
 `rows`: every config timed on a GPU in sets 1-9 (`benchmarks/fresh_user_kernels.py device`, the row files in
 SET_FILES), its feature row as the product computes it today (`subject.ceilings` + `feature_row`: the generic
@@ -16,6 +17,12 @@ set a "library" of its own for the inner choice; tested on S's rows. Next to it,
 alone, as of commit 9040840) and the corpus-only refit with the same code. Figures: `check_model.figures`.
 Then leave one corpus library out with and without all sets in training. Figures per model: MAPE, median
 Spearman per launch (>= 3 configs), the predicted fastest within 1.05x of the fastest timed, 80% band coverage.
+
+`margin`: `suggest`'s choice without timings (`advisor.advice.search.keep_current`: the model's best is named only
+when predicted faster than the launch's own config by exp(z sqrt(2) ranking_sd)) simulated over each launch's timed
+configs, for z on a grid: with each set's predictions from the model fitted without it, and with `--held-out`, rows
+of sets no model saw (`rows --sets 10-11 --out ...`) predicted by the shipped model. Per z: the named config not
+slower than the launch's own, and within 1.05x of the fastest timed (issue 15's first two advice targets).
 """
 
 from __future__ import annotations
@@ -42,7 +49,10 @@ SET_FILES: dict[int, dict[str, list[str]]] = {
     8: {"h100": ["fresh_user8_h100_a.json", "fresh_user8_h100_b.json"],
         "h200": ["fresh_user8_h200_a.json", "fresh_user8_h200_b.json"]},
     9: {"h200": ["fresh_user9_h200_a.json", "fresh_user9_h200_b.json"]},
+    10: {"h200": ["fresh_user10_h200.json"]},   # held out from the shipped model (RESULTS 58-59)
+    11: {"h200": ["fresh_user11_h200.json"]},
 }
+MARGIN_Z = (0.0, 0.25, 0.5, 0.67, 0.8416, 1.2)
 
 
 def parse_sets(text: str) -> list[int]:
@@ -209,6 +219,64 @@ def write(path: Path) -> None:
           f"inner MAPE {model.meta['inner_mape'][model.meta['candidate']]:.1%} -> {model.save()}")
 
 
+def currents() -> dict[tuple[int, str, str], str]:
+    """(set, GPU, case) -> the label of the launch's own config, from the sets' row files."""
+    from ceilings.launch import Config
+
+    out = {}
+    for n, files in SET_FILES.items():
+        for gpu, names in files.items():
+            for name in names:
+                if (DATA / name).exists():
+                    for r in json.loads((DATA / name).read_text())["rows"]:
+                        if "current" in r:
+                            out[(n, gpu, f"set{n}/{r['launch']}")] = Config.from_dict(r["current"]).label()
+    return out
+
+
+def margin_outcomes(rows: list[dict], predicted: np.ndarray, sd: list[float], z: float, own: dict) -> list[tuple]:
+    """Per launch with its own config and >= 3 configs timed: (named not slower than its own, named within 1.05x of
+    the fastest timed) when the model's fastest is named only past exp(z sqrt(2) sd)."""
+    launches: dict[tuple, list] = {}
+    for r, p, s in zip(rows, predicted, sd, strict=True):
+        launches.setdefault((r["set"], r["gpu"], r["case"]), []).append((r["config"], r["measured_us"], float(p), s))
+    out = []
+    for key, configs in launches.items():
+        mine = next((c for c in configs if c[0] == own.get(key)), None)
+        if mine is None or len(configs) < 3:
+            continue
+        lead = min(configs, key=lambda c: c[2])
+        named = lead if mine[2] / lead[2] >= np.exp(z * np.sqrt(2.0) * mine[3]) else mine
+        out.append((named[1] <= mine[1], named[1] <= 1.05 * min(c[1] for c in configs)))
+    return out
+
+
+def margin(path: Path, held_out: Path | None) -> None:
+    from advisor.model.transfer import TransferModel
+
+    users, base, own = read_rows(path), corpus(), currents()
+    rows, predicted, sd = [], [], []
+    for s in sorted({r["set"] for r in users}):
+        test = [r for r in users if r["set"] == s]
+        model = fit(base + [r for r in users if r["set"] != s])
+        rows += test
+        predicted += list(predict(model, test)[0])
+        sd += [model.meta["ranking_sd"]] * len(test)
+    cases = [("sets, each predicted by the model fitted without it", rows, np.array(predicted), sd)]
+    if held_out:
+        shipped, unseen = TransferModel.load(), read_rows(held_out)
+        cases.append((f"sets {sorted({r['set'] for r in unseen})}, the shipped model", unseen,
+                      predict(shipped, unseen)[0], [shipped.meta["ranking_sd"]] * len(unseen)))
+    print("| rows | z | launches | named not slower than own | named within 1.05x of fastest timed |\n"
+          "|---|---|---|---|---|")
+    for name, part, mid, spread in cases:
+        for z in MARGIN_Z:
+            outcomes = margin_outcomes(part, mid, spread, z, own)
+            n = len(outcomes)
+            print(f"| {name} | {z:g} | {n} | {sum(a for a, _ in outcomes) / n:.0%} | "
+                  f"{sum(b for _, b in outcomes) / n:.0%} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -221,11 +289,16 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--previous", type=Path, help="a transfer model's folder to compare with (default: shipped)")
     w = sub.add_parser("write", help="fit the shipped transfer model on the corpus and every set, and save it")
     w.add_argument("--rows", type=Path, default=ROWS)
+    m = sub.add_parser("margin", help="suggest's keep-the-current margin simulated over the sets' timed configs")
+    m.add_argument("--rows", type=Path, default=ROWS)
+    m.add_argument("--held-out", type=Path, help="rows of sets no model saw (rows --sets 10-11 --out ...)")
     args = parser.parse_args(argv)
     if args.step == "rows":
         build_rows(parse_sets(args.sets), args.out)
     elif args.step == "write":
         write(args.rows)
+    elif args.step == "margin":
+        margin(args.rows, args.held_out)
     elif args.torchao:
         torchao(args.rows, args.previous)
     else:

@@ -37,7 +37,7 @@ sys.path[:0] = [str(ROOT)]
 
 MODEL_CHECK = HERE / "data" / "model_check_transfer.csv"
 PLAN = HERE / "data" / "advice_gpu_plan.json"
-Z_GRID = (0.0, 0.25, 0.5, 0.8416)
+Z_GRID = (0.0, 0.25, 0.5, 0.67, 0.8416)
 
 
 def design_half(kernel: str) -> bool:
@@ -93,7 +93,9 @@ def product_measure(k: int):
     def candidate(r: dict, correction) -> SimpleNamespace:
         p = math.log(r["predicted_us"] / r["ceiling_us"])
         mid = correction.log_ratio(np.array([p]), np.log([r["ceiling_us"]]))[0] if correction else p
+        # `choose` skips num_stages twins of timed configs; the rows carry no config, each its own (no twins)
         return SimpleNamespace(row=r, predicted_us=r["ceiling_us"] * math.exp(mid),
+                               config=SimpleNamespace(program=id(r), num_warps=None),
                                ceiling=SimpleNamespace(ceiling_us=r["ceiling_us"]))
 
     def pick(rows: list[dict]) -> dict:
