@@ -77,6 +77,16 @@ def test_a_gain_below_the_keep_margin_keeps_the_current_config_on_a_generic_laun
     assert any("the current config stays" in n for n in advice.notes)
 
 
+def test_a_gain_just_under_the_margin_is_shown_under_it():
+    """Set 12's tiny resize read "predicted 1.16x faster, less than the 1.16x": the two are shown with as many
+    decimals as tell them apart."""
+    gain = KEEP_MARGIN - 0.002
+    assert f"{gain:.2f}" == f"{KEEP_MARGIN:.2f}"  # the case: equal at two decimals
+    advice = search(Scripted({A: 10.0, B: 10.0 / gain}, A), confirm=False, model=MODEL)
+    assert advice.best.config == A
+    assert f"is predicted {gain:.3f}x faster, less than the {KEEP_MARGIN:.3f}x" in advice.why
+
+
 def test_a_config_only_the_climb_reached_must_clear_the_80_percent_margin():
     """The same gain names a config of the first neighbourhood but not one the climb reached (several steps
     from the current config: search.CLIMBED_Z); past that margin the climbed config is named."""

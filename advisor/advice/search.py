@@ -633,8 +633,11 @@ def keep_current(advice: Advice, model=None) -> list[str]:
         return []
     advice.ranked = [advice.current] + [c for c in advice.ranked if c.config != advice.current.config]
     far = " (for a config several steps from the current one)" if climbed else ""
-    return [f"{lead.config.label()} is predicted {gain:.2f}x faster, less than the {margin:.2f}x the model's error "
-            f"between configs of one launch asks of a change made without timings{far}: the current config stays; "
+    # as many decimals as it takes to show the gain under the margin ("1.16x ... less than the 1.16x" read as a fault)
+    digits = next((d for d in (2, 3, 4) if f"{gain:.{d}f}" != f"{margin:.{d}f}"), 4)
+    return [f"{lead.config.label()} is predicted {gain:.{digits}f}x faster, less than the {margin:.{digits}f}x the "
+            f"model's error between configs of one launch asks of a change made without timings{far}: the current "
+            "config stays; "
             "time the leading configs with --measure"]
 
 
