@@ -13,6 +13,9 @@ operands to float32 (exact: a bf16
 value's bits are the upper half of its float32 bits; tensor cores also multiply bf16 exactly and
 accumulate in float32) and round float32 -> bf16 casts to nearest even.
 
+float8: its float32 / float16 / bfloat16 -> float8 (e4m3fn, e5m2) conversion drops the carry of a mantissa that
+rounds up (1.97 -> 1.0) and rounds halves up; the patch converts as the GPU's `cvt.rn.satfinite` does (`_fp8_downcast`).
+
 A block used as a Python index (`range(0, tl.cdiv(K, BLOCK_K))`): Triton 3.6's interpreter converts its
 one-element array with `int()`, which NumPy 2.5 refuses for arrays of one dimension ("only 0-dimensional arrays
 can be converted to Python scalars"; seen on the GPU machines, Triton 3.6.0 with NumPy 2.5.2); Triton 3.9
@@ -72,10 +75,40 @@ def install() -> bool:
 
     builder_cls.create_dot = create_dot
     builder_cls.cast_impl = cast_impl
+    _fp8_downcast(builder_cls, handle_cls, tl)
     builder_cls._advisor_bf16_dot = True
     _squeeze_index(interpreter)
     _float_arguments(interpreter, tl)
     return True
+
+
+def _fp8_downcast(builder_cls, handle_cls, tl) -> None:
+    """float32 / float16 / bfloat16 -> float8 (e4m3fn, e5m2) rounded to nearest even as the GPU's `cvt.rn.satfinite`
+    does: the interpreter's own conversion drops the carry when the mantissa rounds up (1.97 -> 1.0, not 2.0: seen
+    on set 12's NVFP4 scales, RESULTS 59) and rounds halves up. torch's conversion is round-to-nearest-even and
+    saturates e4m3fn at 448, as the GPU's does."""
+    import torch
+
+    original = builder_cls.create_fp_to_fp
+    targets = {tl.float8e4nv: torch.float8_e4m3fn, tl.float8e5: torch.float8_e5m2}
+    wide = {tl.float32: np.float32, tl.float16: np.float16}
+
+    def as_float32(handle):
+        scalar = handle.dtype.scalar
+        if scalar == tl.bfloat16:
+            return (np.asarray(handle.data).astype(np.uint32) << 16).view(np.float32)
+        return np.asarray(handle.data, dtype=wide[scalar]).astype(np.float32)
+
+    def create_fp_to_fp(self, src, dst_type, rounding_mode):
+        source, target = src.dtype.scalar, targets.get(dst_type.scalar)
+        rtz = "RTZ" in str(rounding_mode)  # round toward zero asked for: the interpreter's own path
+        if target is None or rtz or source not in (tl.float32, tl.float16, tl.bfloat16):
+            return original(self, src, dst_type, rounding_mode)
+        values = torch.from_numpy(np.ascontiguousarray(as_float32(src)))
+        bits = values.to(target).view(torch.uint8).numpy().reshape(np.shape(src.data))
+        return handle_cls(bits, dst_type.scalar)
+
+    builder_cls.create_fp_to_fp = create_fp_to_fp
 
 
 def _float_arguments(interpreter, tl) -> None:
