@@ -28,21 +28,9 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DATA = ROOT / "benchmarks" / "data"
 
-SETS = {  # set -> GPU -> the row files of its device runs (the calibrated and re-run files are other runs)
-    "1": {"h100": ["fresh_user_h100.json"], "h200": ["fresh_user_h200.json"]},
-    "2": {"h100": ["fresh_user2_h100.json"], "h200": ["fresh_user2_h200.json"]},
-    "3": {g: [f"fresh_user3_{g}_a.json", f"fresh_user3_{g}_b.json"] for g in ("h100", "h200")},
-    "4": {g: [f"fresh_user4_{g}_a.json", f"fresh_user4_{g}_b.json"] for g in ("h100", "h200")},
-    "5": {g: [f"fresh_user5_{g}_a.json", f"fresh_user5_{g}_b.json"] for g in ("h100", "h200")},
-    "6": {g: [f"fresh_user6_{g}_a.json", f"fresh_user6_{g}_b.json"] for g in ("h100", "h200")},
-    "7": {g: [f"fresh_user7_{g}_a.json", f"fresh_user7_{g}_b.json"] for g in ("h100", "h200")},
-    "8": {g: [f"fresh_user8_{g}_a.json", f"fresh_user8_{g}_b.json"] for g in ("h100", "h200")},
-    "9": {"h200": ["fresh_user9_h200_a.json", "fresh_user9_h200_b.json"], "h100": []},
-    "10": {"h200": ["fresh_user10_h200.json"], "h100": []},
-    "11": {"h200": ["fresh_user11_h200.json"], "h100": []},
-}
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from user_sets_model import set_rows  # noqa: E402  (each set's row files on each GPU: user_sets_model.SET_FILES)
 
 
 def expected_gain(product_choose, seen):
@@ -137,25 +125,22 @@ def main() -> None:
     results = []
     for s in a.sets.split(","):
         for gpu in a.gpus.split(","):
-            for name in SETS[s][gpu]:
-                if not (DATA / name).exists():
-                    continue
-                for row in json.loads((DATA / name).read_text())["rows"]:
-                    for rule in a.rules.split(","):
-                        with tempfile.TemporaryDirectory() as home:
-                            (Path(home) / "compile").symlink_to(compile_cache)
-                            os.environ["TRITON_ADVISOR_CACHE"] = home
-                            try:
-                                out = simulate(row, gpu, a.k, rule)
-                            except Exception as exc:  # noqa: BLE001 - a launch that cannot be simulated is reported
-                                print(f"set {s} {gpu} {row['launch'][:50]}: not simulated ({exc!r})", flush=True)
-                                continue
-                        if out is None:
+            for _, _, row in set_rows([int(s)], [gpu]):
+                for rule in a.rules.split(","):
+                    with tempfile.TemporaryDirectory() as home:
+                        (Path(home) / "compile").symlink_to(compile_cache)
+                        os.environ["TRITON_ADVISOR_CACHE"] = home
+                        try:
+                            out = simulate(row, gpu, a.k, rule)
+                        except Exception as exc:  # noqa: BLE001 - a launch that cannot be simulated is reported
+                            print(f"set {s} {gpu} {row['launch'][:50]}: not simulated ({exc!r})", flush=True)
                             continue
-                        out["set"] = s
-                        results.append(out)
-                        print(f"set {s} {gpu} {rule:3s} {row['launch'][:48]:48s} pick/best {out['pick_vs_best']:.3f} "
-                              f"timed {', '.join(out['timed'])}", flush=True)
+                    if out is None:
+                        continue
+                    out["set"] = s
+                    results.append(out)
+                    print(f"set {s} {gpu} {rule:3s} {row['launch'][:48]:48s} pick/best {out['pick_vs_best']:.3f} "
+                          f"timed {', '.join(out['timed'])}", flush=True)
     if a.out:
         a.out.write_text("".join(json.dumps(r) + "\n" for r in results))
     print("\n| set | GPU | rule | launches | pick within 1.02x of the sample's fastest | within 1.05x |")

@@ -60,6 +60,21 @@ def parse_sets(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
+def set_rows(sets, gpus=None, report_missing: bool = False):
+    """(set, GPU, row) of every launch row in the sets' row files (SET_FILES), in file order; `gpus`: only those."""
+    for n in sets:
+        for gpu, files in SET_FILES[n].items():
+            if gpus is not None and gpu not in gpus:
+                continue
+            for name in files:
+                if not (DATA / name).exists():
+                    if report_missing:
+                        print(f"set {n} {gpu}: {name} missing", file=sys.stderr)
+                    continue
+                for r in json.loads((DATA / name).read_text())["rows"]:
+                    yield n, gpu, r
+
+
 def build_rows(sets: list[int], out: Path) -> None:
     from advisor.advice.suggest import subjects_for
     from advisor.model.features import feature_row
@@ -68,33 +83,26 @@ def build_rows(sets: list[int], out: Path) -> None:
 
     done = 0
     with gzip.open(out, "wt") as f:
-        for n in sets:
-            for gpu, files in SET_FILES[n].items():
-                for name in files:
-                    path = DATA / name
-                    if not path.exists():
-                        print(f"set {n} {gpu}: {name} missing", file=sys.stderr)
-                        continue
-                    for r in json.loads(path.read_text())["rows"]:
-                        timed = [(t["config"], t["us"]) for t in r.get("timed", []) if "us" in t]
-                        if not timed:
-                            continue
-                        try:
-                            subject = next(s for s in subjects_for(r["file"], call=r["call"], gpu=resolve_gpu(gpu))
-                                           if s.label == r["launch"])
-                            configs = [Config.from_dict(c) for c, _ in timed]
-                            ceilings = subject.ceilings(configs)
-                        except Exception as exc:  # noqa: BLE001 -- a launch the product cannot evaluate is reported
-                            print(f"set {n} {gpu} {r['kernel']}: {type(exc).__name__}: {exc}"[:300], file=sys.stderr)
-                            continue
-                        for (_, us), config, c in zip(timed, configs, ceilings, strict=True):
-                            f.write(json.dumps({
-                                "set": n, "gpu": gpu, "library": f"set{n}", "kernel": r["kernel"],
-                                "case": f"set{n}/{r['launch']}", "config": config.label(), "measured_us": us,
-                                "ceiling_us": c.ceiling_us, "features": feature_row(c, c.demand, config, subject.spec),
-                            }) + "\n")
-                            done += 1
-                        print(f"set {n} {gpu} {r['kernel'][:30]:30s} {len(timed)} configs", file=sys.stderr, flush=True)
+        for n, gpu, r in set_rows(sets, report_missing=True):
+            timed = [(t["config"], t["us"]) for t in r.get("timed", []) if "us" in t]
+            if not timed:
+                continue
+            try:
+                subject = next(s for s in subjects_for(r["file"], call=r["call"], gpu=resolve_gpu(gpu))
+                               if s.label == r["launch"])
+                configs = [Config.from_dict(c) for c, _ in timed]
+                ceilings = subject.ceilings(configs)
+            except Exception as exc:  # noqa: BLE001 -- a launch the product cannot evaluate is reported
+                print(f"set {n} {gpu} {r['kernel']}: {type(exc).__name__}: {exc}"[:300], file=sys.stderr)
+                continue
+            for (_, us), config, c in zip(timed, configs, ceilings, strict=True):
+                f.write(json.dumps({
+                    "set": n, "gpu": gpu, "library": f"set{n}", "kernel": r["kernel"],
+                    "case": f"set{n}/{r['launch']}", "config": config.label(), "measured_us": us,
+                    "ceiling_us": c.ceiling_us, "features": feature_row(c, c.demand, config, subject.spec),
+                }) + "\n")
+                done += 1
+            print(f"set {n} {gpu} {r['kernel'][:30]:30s} {len(timed)} configs", file=sys.stderr, flush=True)
     print(f"wrote {done} rows to {out}")
 
 
@@ -141,6 +149,12 @@ def line(name: str, f: dict) -> str:
 HEADER = "| model | launches | configs | MAPE | Spearman | top-1 <= 1.05 | 80% band |\n" + "|---" * 7 + "|"
 
 
+def held_out_by_set(users: list[dict], base: list[dict]):
+    """(set, its rows, the model fitted on the corpus and every other set) for each set in `users`."""
+    for s in sorted({r["set"] for r in users}):
+        yield s, [r for r in users if r["set"] == s], fit(base + [r for r in users if r["set"] != s])
+
+
 def check(path: Path, previous: Path | None) -> None:
     from advisor.model.transfer import TransferModel
 
@@ -149,12 +163,9 @@ def check(path: Path, previous: Path | None) -> None:
     # the model to compare with: once `write` has run, the shipped one has seen every set (give --previous)
     shipped = TransferModel.load(previous) if previous else TransferModel.load()
     corpus_only = fit(base)
-    sets = sorted({r["set"] for r in users})
     header = HEADER
     pooled: dict[str, tuple[list, list, list, list]] = {k: ([], [], [], []) for k in ("shipped", "refit", "sets")}
-    for s in sets:
-        test = [r for r in users if r["set"] == s]
-        model = fit(base + [r for r in users if r["set"] != s])
+    for s, test, model in held_out_by_set(users, base):
         print(f"\nset {s} held out (model chose {model.meta['candidate']})\n{header}")
         for name, m in (("shipped", shipped), ("refit", corpus_only), ("sets", model)):
             mid, lo, hi = predict(m, test)
@@ -223,15 +234,8 @@ def currents() -> dict[tuple[int, str, str], str]:
     """(set, GPU, case) -> the label of the launch's own config, from the sets' row files."""
     from ceilings.launch import Config
 
-    out = {}
-    for n, files in SET_FILES.items():
-        for gpu, names in files.items():
-            for name in names:
-                if (DATA / name).exists():
-                    for r in json.loads((DATA / name).read_text())["rows"]:
-                        if "current" in r:
-                            out[(n, gpu, f"set{n}/{r['launch']}")] = Config.from_dict(r["current"]).label()
-    return out
+    return {(n, gpu, f"set{n}/{r['launch']}"): Config.from_dict(r["current"]).label()
+            for n, gpu, r in set_rows(SET_FILES) if "current" in r}
 
 
 def margin_outcomes(rows: list[dict], predicted: np.ndarray, sd: list[float], z: float, own: dict) -> list[tuple]:
@@ -256,9 +260,7 @@ def margin(path: Path, held_out: Path | None) -> None:
 
     users, base, own = read_rows(path), corpus(), currents()
     rows, predicted, sd = [], [], []
-    for s in sorted({r["set"] for r in users}):
-        test = [r for r in users if r["set"] == s]
-        model = fit(base + [r for r in users if r["set"] != s])
+    for _, test, model in held_out_by_set(users, base):
         rows += test
         predicted += list(predict(model, test)[0])
         sd += [model.meta["ranking_sd"]] * len(test)

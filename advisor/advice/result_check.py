@@ -167,7 +167,8 @@ def _run_child(request: dict, limit: float) -> tuple[list[str], str]:
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             return answers + _verdicts(out), f"the interpreter took over {limit + START_S:g} s" + hint
         lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        answers += _verdicts(done.stdout)
+        said = _verdicts(done.stdout)
+        answers += said
         stopped = next((line["stopped"] for line in lines if "stopped" in line), "")
         if stopped:
             return answers, stopped + hint
@@ -178,7 +179,7 @@ def _run_child(request: dict, limit: float) -> tuple[list[str], str]:
         if killed is None or not ran:
             last = (done.stderr.strip().splitlines() or [killed and f"killed by {killed}" or "no message"])[-1][:200]
             return answers, f"the interpreter failed: {last}" + ("" if ran else " (running the launch's own config)")
-        crashed = len(_verdicts(done.stdout))
+        crashed = len(said)  # the variant running when it died: the one after those answered
         answers.append(f"the interpreter was killed by {killed} running it, where the launch's own config ran on "
                        "the same data: it reads or writes outside its tensors")
         variants = variants[crashed + 1:]

@@ -637,8 +637,7 @@ def keep_current(advice: Advice, model=None) -> list[str]:
     digits = next((d for d in (2, 3, 4) if f"{gain:.{d}f}" != f"{margin:.{d}f}"), 4)
     return [f"{lead.config.label()} is predicted {gain:.{digits}f}x faster, less than the {margin:.{digits}f}x the "
             f"model's error between configs of one launch asks of a change made without timings{far}: the current "
-            "config stays; "
-            "time the leading configs with --measure"]
+            "config stays; time the leading configs with --measure"]
 
 
 def keep_timed(advice: Advice) -> list[str]:

@@ -39,22 +39,24 @@ def integer_factories_mode():
 
     moves = {torch.Tensor.to, torch.Tensor.cuda}
 
+    def integer(t) -> bool:
+        return not (t.is_floating_point() or t.is_complex())
+
     def has_integer_data(t) -> bool:
-        return (isinstance(t, torch.Tensor) and t.device.type == "cpu" and not t.is_floating_point()
-                and not t.is_complex())
+        return isinstance(t, torch.Tensor) and t.device.type == "cpu" and integer(t)
 
     class IntegerFactories(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
             if func in moves and args and has_integer_data(args[0]):
                 moved = func(*args, **kwargs)  # through the meta mode below: to the GPU (meta) or not, its dtype
-                if moved.is_meta and not (moved.is_floating_point() or moved.is_complex()):
+                if moved.is_meta and integer(moved):
                     return args[0].to(dtype=moved.dtype)
                 return moved
             if func not in factories or not _is_gpu_device(kwargs.get("device")):
                 return func(*args, **kwargs)
             shaped = func(*args, **kwargs)  # without data (the meta mode below): its dtype and size
-            if shaped.is_floating_point() or shaped.is_complex() or shaped.numel() * shaped.element_size() > MAX_BYTES:
+            if not integer(shaped) or shaped.numel() * shaped.element_size() > MAX_BYTES:
                 return shaped
             kwargs["device"] = "cpu"
             if func in random and kwargs.get("generator") is None:

@@ -55,8 +55,7 @@ def install() -> bool:
 
     def widen(handle):
         if getattr(handle.dtype, "scalar", handle.dtype) == tl.bfloat16:
-            bits = handle.data.astype(np.uint32) << 16
-            return handle_cls(bits.view(np.float32), tl.float32)
+            return handle_cls(_bf16_as_float32(handle.data), tl.float32)
         return handle
 
     def create_dot(self, a, b, d, *args, **kwargs):
@@ -82,6 +81,12 @@ def install() -> bool:
     return True
 
 
+def _bf16_as_float32(bits) -> np.ndarray:
+    """bfloat16 values kept as their uint16 bit patterns, as float32 (exact: a bf16 value's bits are the upper half
+    of its float32 bits)."""
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
 def _fp8_downcast(builder_cls, handle_cls, tl) -> None:
     """float32 / float16 / bfloat16 -> float8 (e4m3fn, e5m2) rounded to nearest even as the GPU's `cvt.rn.satfinite`
     does: the interpreter's own conversion drops the carry when the mantissa rounds up (1.97 -> 1.0, not 2.0: seen
@@ -96,7 +101,7 @@ def _fp8_downcast(builder_cls, handle_cls, tl) -> None:
     def as_float32(handle):
         scalar = handle.dtype.scalar
         if scalar == tl.bfloat16:
-            return (np.asarray(handle.data).astype(np.uint32) << 16).view(np.float32)
+            return _bf16_as_float32(handle.data)
         return np.asarray(handle.data, dtype=wide[scalar]).astype(np.float32)
 
     def create_fp_to_fp(self, src, dst_type, rounding_mode):
