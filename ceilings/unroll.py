@@ -185,6 +185,16 @@ def induction_unroll(fn: Function, cfg: CFG, loop: Loop, step: int, trips: int |
         guard = _PREDICATE.search(last.text.split("*/", 1)[-1])
         if last.opcode == "BRA" and guard:
             predicates.add(guard.group(2))
+    # The branch may read a copy of the compare's predicate: Triton 3.6's ptxas sets a uniform predicate
+    # (UISETP UP0) and copies it with PLOP3.LUT P1, PT, PT, PT, UP0 before the back edge (GemLite's 8x unrolled
+    # GEMV loop, whose copies then counted 8 times each: a ceiling 5x over the measured time, RESULTS 60).
+    for ins in body:
+        ops = _operands(ins)
+        if ins.opcode in ("PLOP3", "UPLOP3") and ops and ops[0] in predicates:
+            sources = [o.lstrip("!") for o in ops[2:] if _PREDICATE_OPERAND.fullmatch(o)
+                       and o.lstrip("!") not in ("PT", "UPT")]
+            if len(sources) == 1:
+                predicates.add(sources[0])
     registers, bounds = set(), {}
     for ins in body:
         ops = _operands(ins)

@@ -40,3 +40,28 @@ def loop_unroll(text: str, step: int) -> int:
 ])
 def test_the_induction_step_over_the_ir_step_is_the_unroll_factor(copies, increment, step, expected):
     assert loop_unroll(listing(increment, copies), step) == expected
+
+
+def copied_predicate_listing(copies: int, plop: str) -> str:
+    """A loop of `copies` body copies whose counter UR4 steps by `copies` and is compared in a uniform predicate
+    UP0, which the back edge reads through a copy into P1 (`plop`), as Triton 3.6's ptxas laid out GemLite's
+    8x unrolled GEMV loop."""
+    body = []
+    for k in range(copies):
+        body += [f"LDG.E R{10 + k}, desc[UR6][R2.64+{hex(4 * k)}] ;", f"FADD R20, R20, R{10 + k} ;"]
+    body += [f"UIADD3 UR4, UR4, {hex(copies)}, URZ ;", "UISETP.NE.U32.AND UP0, UPT, UR4, 0x38, UPT ;", plop]
+    lines = ["kernel:", "        /*0000*/                   UMOV UR4, URZ ;", ".L_x_0:"]
+    lines += [f"        /*{16 * (i + 1):04x}*/                   {text}" for i, text in enumerate(body)]
+    n = len(body) + 1
+    lines += [f"        /*{16 * n:04x}*/               @P1 BRA `(.L_x_0) ;",
+              f"        /*{16 * (n + 1):04x}*/                   EXIT ;"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("copies, plop, expected", [
+    (8, "PLOP3.LUT P1, PT, PT, PT, UP0, 0x80, 0x0 ;", 8),   # P1 is a copy of the compare's UP0
+    (4, "PLOP3.LUT P1, PT, PT, PT, UP0, 0x80, 0x0 ;", 4),
+    (8, "PLOP3.LUT P1, PT, P3, PT, UP0, 0x80, 0x0 ;", 1),   # P1 also depends on P3: not a copy of the compare
+])
+def test_a_back_edge_on_a_copied_uniform_predicate_gives_the_unroll(copies, plop, expected):
+    assert loop_unroll(copied_predicate_listing(copies, plop), 1) == expected
