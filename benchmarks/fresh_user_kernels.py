@@ -299,11 +299,18 @@ def accuracy(paths: list[Path], gpu: str) -> None:
     MAPE, the 80% interval's coverage, Spearman per launch, and the timed config the model ranks fastest against the
     fastest timed (issue 15's first figures, on kernels no model or rule saw)."""
     import numpy as np
+    import triton
 
     from advisor.advice.suggest import subjects_for
     from ceilings.hardware import resolve_gpu
     from ceilings.launch import Config
 
+    # A floor holds for the binary it was counted on: Triton 3.9 here compiled set 12's NVFP4 quantiser to 11%
+    # more ALU instructions than the GPU's 3.6 ran, a "floor" 6% over its measured time (RESULTS 60).
+    timed_with = {json.loads(path.read_text()).get("env", {}).get("triton") for path in paths} - {None}
+    if timed_with and timed_with != {triton.__version__}:
+        print(f"ceilings compiled with Triton {triton.__version__}, rows timed with {', '.join(sorted(timed_with))}: "
+              "each floor is of another binary than ran (put that Triton first on PYTHONPATH to match)")
     ape, covered, rhos, regrets, over_floor, best_over = [], [], [], [], [], []
     for path in paths:
         for r in json.loads(path.read_text())["rows"]:

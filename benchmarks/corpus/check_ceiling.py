@@ -34,6 +34,7 @@ from check_points import (  # noqa: E402
     LIBRARIES,
     PART,
     SUFFIX,
+    TRITON_TAG,
     Point,
     done_keys,
     evaluate_all,
@@ -45,7 +46,7 @@ from check_points import (  # noqa: E402
 
 from ceilings.hardware import resolve_gpu  # noqa: E402
 
-OUT = DATA / f"ceiling_check{PART}{SUFFIX}.csv"
+OUT = DATA / f"ceiling_check{PART}{TRITON_TAG}{SUFFIX}.csv"
 FLOOR_SHARE = 0.97
 LAUNCH_US = resolve_gpu(GPU_NAME).rates.launch_us  # the calibrated launch floor (ceilings/calibration/)
 # How many times `sm__inst_executed_pipe_tensor.sum` counts a warpgroup MMA per warp that issues it. In the

@@ -44,7 +44,19 @@ SUFFIX = "" if GPU_KEY == "h100" else f"_{GPU_KEY}"
 # (`timings_held_out*.csv`, `ceilings_held_out*.jsonl`), so that no script that fits reads their rows.
 HELD_OUT_MODE = os.environ.get("CORPUS_HELD_OUT") == "1"
 PART = "_held_out" if HELD_OUT_MODE else ""
-CEILINGS = DATA / f"ceilings{PART}{SUFFIX}.jsonl"
+# CORPUS_TRITON_SITE=DIR: compile with the Triton installed in DIR (`pip install --no-deps --target DIR
+# triton==3.6.0`, the GPU machines' version) instead of this machine's, so each floor is that of the binary that
+# was timed; its ceilings and checks go to files tagged with that version (`ceilings_triton3.6.0.jsonl`, ...).
+TRITON_SITE = os.environ.get("CORPUS_TRITON_SITE")
+if TRITON_SITE:
+    sys.path.insert(0, TRITON_SITE)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (TRITON_SITE, os.environ.get("PYTHONPATH"))))
+    import triton as _triton
+
+    if not _triton.__file__.startswith(str(Path(TRITON_SITE).resolve())):
+        raise SystemExit(f"CORPUS_TRITON_SITE={TRITON_SITE}: triton was imported from {_triton.__file__} first")
+TRITON_TAG = f"_triton{_triton.__version__}" if TRITON_SITE else ""
+CEILINGS = DATA / f"ceilings{PART}{TRITON_TAG}{SUFFIX}.jsonl"
 TIMINGS = DATA / f"timings{PART}{SUFFIX}.csv"
 SITE = Path(os.environ.get("CORPUS_SITE", "/tmp/site"))  # where the pinned wheels are installed (README)
 # FlagGems finds its vendor by running vendor tools (nvidia-smi) at import; without a GPU, name it.
