@@ -11,9 +11,9 @@ Part 1, a plane copy (this project's own kernel): src [planes, S_in] -> dst [pla
 a 16 x 64 tile of one 512 x 512 bf16 plane; the plane on grid axis 0 (`plane fastest`) or axis 1 (`plane slowest`);
 plane strides exactly 512 KiB or padded by PAD elements. Part 2, the user's kernel unchanged, launched directly at
 set 12's shape with its host's layout and with the output's and both tensors' plane strides padded (its grid
-fixes the plane on axis 0, so part 1 alone moves it to the slow axis). Every output is checked (part 1 bit-exact; part 2 against torch's bilinear interpolate in float32,
-relative error < 1e-2). Timing: `advisor.measure.timing.time_launch` (CUDA graph of 2 launches, median of 20
-replays after warm-up). Writes OUT/plane_stride_probe.json and prints a table last.
+fixes the plane on axis 0, so part 1 alone moves it to the slow axis). Every output is checked (part 1
+bit-exact; part 2 against torch's bilinear interpolate in float32, relative error < 1e-2). Timing:
+`advisor.measure.timing.time_launch` (CUDA graph of 2 launches, median of 20 replays after warm-up). Writes OUT/plane_stride_probe.json and prints a table last.
 """
 
 from __future__ import annotations
