@@ -13,7 +13,8 @@ plane strides exactly 512 KiB or padded by PAD elements. Part 2, the user's kern
 set 12's shape with its host's layout and with the output's and both tensors' plane strides padded (its grid
 fixes the plane on axis 0, so part 1 alone moves it to the slow axis). Every output is checked (part 1
 bit-exact; part 2 against torch's bilinear interpolate in float32, relative error < 1e-2). Timing:
-`advisor.measure.timing.time_launch` (CUDA graph of 2 launches, median of 20 replays after warm-up). Writes OUT/plane_stride_probe.json and prints a table last.
+`advisor.measure.timing.time_launch` (CUDA graph of 2 launches, median of 20 replays after warm-up).
+Writes OUT/plane_stride_probe.json and prints a table last.
 """
 
 from __future__ import annotations
