@@ -51,6 +51,7 @@ SET_FILES: dict[int, dict[str, list[str]]] = {
     9: {"h200": ["fresh_user9_h200_a.json", "fresh_user9_h200_b.json"]},
     10: {"h200": ["fresh_user10_h200.json"]},   # held out from the shipped model (RESULTS 58-59)
     11: {"h200": ["fresh_user11_h200.json"]},
+    12: {"h200": ["fresh_user12_h200.json"]},   # held out from the shipped model (RESULTS 60)
 }
 MARGIN_Z = (0.0, 0.25, 0.5, 0.67, 0.8416, 1.2)
 
