@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import triton
 
 from ceilings import hardware
 from ceilings.compile import compile_launch
@@ -48,6 +49,8 @@ def test_ctas_past_the_bound_exit_and_a_false_branch_is_not_counted():
     assert d.instructions("xu") == 0                    # exp2 is behind `use_exp > 0`, false here
     assert d.expected.active_ctas == 1000 and d.expected.instructions("xu") == 0
     assert any("runs in 1000 of 1100 CTAs" in n for n in d.notes)
+    # the floor names the Triton whose SASS it counted: another Triton's binary has other work
+    assert d.source == f"generic (SASS of Triton {triton.__version__} x evaluated control flow)"
     taken = generic_demand(launch("guarded_rows", (1100,), (1000, BLOCK), {"n_rows": 1000, "n_cols": BLOCK,
                                                                             "use_exp": 3}))
     assert taken.instructions("xu") == 1000 * BLOCK / 32  # one MUFU.EX2 per element, 32 lanes a warp
