@@ -8,19 +8,25 @@ from ceilings.sass import build_cfg, parse_sass
 from ceilings.unroll import induction_unroll
 
 
-def listing(increment: str, loads: int) -> str:
-    """A kernel with one loop: `loads` loads and FADDs per pass, the counter R0 stepped by `increment`
-    and compared with the bound R7 for the back edge."""
+def one_loop(entry: str, loads: int, control: list[str], branch: str) -> str:
+    """A kernel of one loop: `entry` before it, `loads` loads and FADDs per pass, then the loop's `control`
+    instructions and the back edge `branch` to its head."""
     body = []
     for k in range(loads):
-        body += [f"LDG.E R{10 + k}, desc[UR4][R2.64+{hex(4 * k)}] ;", f"FADD R20, R20, R{10 + k} ;"]
-    body += [increment, "ISETP.GE.AND P2, PT, R0, R7, PT ;"]
-    lines = ["kernel:", "        /*0000*/                   MOV R0, RZ ;", ".L_x_1:"]
+        body += [f"LDG.E R{10 + k}, desc[UR6][R2.64+{hex(4 * k)}] ;", f"FADD R20, R20, R{10 + k} ;"]
+    body += control
+    lines = ["kernel:", f"        /*0000*/                   {entry}", ".L_x_1:"]
     lines += [f"        /*{16 * (i + 1):04x}*/                   {text}" for i, text in enumerate(body)]
     n = len(body) + 1
-    lines += [f"        /*{16 * n:04x}*/              @!P2 BRA `(.L_x_1) ;",
+    lines += [f"        /*{16 * n:04x}*/              {branch} `(.L_x_1) ;",
               f"        /*{16 * (n + 1):04x}*/                   EXIT ;"]
     return "\n".join(lines)
+
+
+def listing(increment: str, loads: int) -> str:
+    """`loads` loads and FADDs per pass, the counter R0 stepped by `increment` and compared with the bound R7
+    for the back edge."""
+    return one_loop("MOV R0, RZ ;", loads, [increment, "ISETP.GE.AND P2, PT, R0, R7, PT ;"], "@!P2 BRA")
 
 
 def loop_unroll(text: str, step: int) -> int:
@@ -46,16 +52,8 @@ def copied_predicate_listing(copies: int, plop: str) -> str:
     """A loop of `copies` body copies whose counter UR4 steps by `copies` and is compared in a uniform predicate
     UP0, which the back edge reads through a copy into P1 (`plop`), as Triton 3.6's ptxas laid out GemLite's
     8x unrolled GEMV loop."""
-    body = []
-    for k in range(copies):
-        body += [f"LDG.E R{10 + k}, desc[UR6][R2.64+{hex(4 * k)}] ;", f"FADD R20, R20, R{10 + k} ;"]
-    body += [f"UIADD3 UR4, UR4, {hex(copies)}, URZ ;", "UISETP.NE.U32.AND UP0, UPT, UR4, 0x38, UPT ;", plop]
-    lines = ["kernel:", "        /*0000*/                   UMOV UR4, URZ ;", ".L_x_0:"]
-    lines += [f"        /*{16 * (i + 1):04x}*/                   {text}" for i, text in enumerate(body)]
-    n = len(body) + 1
-    lines += [f"        /*{16 * n:04x}*/               @P1 BRA `(.L_x_0) ;",
-              f"        /*{16 * (n + 1):04x}*/                   EXIT ;"]
-    return "\n".join(lines)
+    return one_loop("UMOV UR4, URZ ;", copies, [f"UIADD3 UR4, UR4, {hex(copies)}, URZ ;",
+                                                "UISETP.NE.U32.AND UP0, UPT, UR4, 0x38, UPT ;", plop], "@P1 BRA")
 
 
 @pytest.mark.parametrize("copies, plop, expected", [
