@@ -307,7 +307,8 @@ def accuracy(paths: list[Path], gpu: str) -> None:
 
     # A floor holds for the binary it was counted on: Triton 3.9 here compiled set 12's NVFP4 quantiser to 11%
     # more ALU instructions than the GPU's 3.6 ran, a "floor" 6% over its measured time (RESULTS 60).
-    timed_with = {json.loads(path.read_text()).get("env", {}).get("triton") for path in paths} - {None}
+    envs = [json.loads(path.read_text()).get("env") or {} for path in paths]  # a merged run's env is a list
+    timed_with = {e.get("triton") for env in envs for e in (env if isinstance(env, list) else [env])} - {None}
     if timed_with and timed_with != {triton.__version__}:
         print(f"ceilings compiled with Triton {triton.__version__}, rows timed with {', '.join(sorted(timed_with))}: "
               "each floor is of another binary than ran (put that Triton first on PYTHONPATH to match)")
