@@ -222,6 +222,17 @@ def test_dram_bytes_of_a_kernel_touching_half_its_tensors():
     assert d.dram_bytes == footprint / 2
 
 
+def test_rows_several_ctas_read_count_once_in_the_dram_floor():
+    # 4 CTAs read each of 1000 rows of x, which has 4000: the floor's x bytes are the 1000 rows read, not the
+    # 4000 row reads issued (equal to x's footprint, which alone capped them before).
+    x = TensorArg.contiguous("x_ptr", (4000, BLOCK), "float32")
+    y = TensorArg.contiguous("y_ptr", (4000, BLOCK), "float32")
+    d = generic_demand(Launch(KERNELS, "shared_rows", (4000,), (x, y), {"n_cols": BLOCK}, {"GROUP": 4},
+                              Config({"BLOCK": BLOCK}, WARPS, 1)))
+    assert d.dram_bytes == 1000 * BLOCK * 4 + 4000 * BLOCK * 4
+    assert d.l2_bytes == 2 * 4000 * BLOCK * 4            # every CTA still moves its row through the L2
+
+
 def test_warm_l2_is_assumed_only_when_the_working_set_fits():
     rates = hardware.rates_for("h100", use_calibration=False)
     # The softmax tutorial's case: 4096 x 4096 fp32 read and written by a persistent grid: 128 MiB.
