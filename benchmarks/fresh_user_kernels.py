@@ -307,14 +307,15 @@ def accuracy(paths: list[Path], gpu: str) -> None:
 
     # A floor holds for the binary it was counted on: Triton 3.9 here compiled set 12's NVFP4 quantiser to 11%
     # more ALU instructions than the GPU's 3.6 ran, a "floor" 6% over its measured time (RESULTS 60).
-    envs = [json.loads(path.read_text()).get("env") or {} for path in paths]  # a merged run's env is a list
+    docs = [json.loads(path.read_text()) for path in paths]
+    envs = [doc.get("env") or {} for doc in docs]  # a merged run's env is a list
     timed_with = {e.get("triton") for env in envs for e in (env if isinstance(env, list) else [env])} - {None}
     if timed_with and timed_with != {triton.__version__}:
         print(f"ceilings compiled with Triton {triton.__version__}, rows timed with {', '.join(sorted(timed_with))}: "
               "each floor is of another binary than ran (put that Triton first on PYTHONPATH to match)")
     ape, covered, rhos, regrets, over_floor, best_over = [], [], [], [], [], []
-    for path in paths:
-        for r in json.loads(path.read_text())["rows"]:
+    for doc in docs:
+        for r in doc["rows"]:
             timed = [(Config.from_dict(t["config"]), t["us"]) for t in r.get("timed", []) if "us" in t]
             subject = next(s for s in subjects_for(r["file"], call=r["call"], gpu=resolve_gpu(gpu))
                            if s.label == r["launch"])

@@ -212,27 +212,29 @@ def _distinct_bytes(ir: KernelIR, classes: CTAClasses, access, runs: np.ndarray)
     decode's four query heads of one KV head read one window, which the floor counted four times (set 6's H100
     rows ran 1.4x faster than that floor, RESULTS 60). Only where every CTA was evaluated and the addresses are
     known; otherwise infinity (no cap)."""
-    if access.stream is None or ir.share != 1 or len(access.stream) != ir.evaluated:
+    if access.stream is None or ir.share != 1:
         return float("inf")
-    member = classes.member if classes.member is not None else np.zeros(ir.evaluated, dtype=np.int64)
-    per_cta = runs[member] * access.elements * access.element_bytes
-    ids = np.unique(access.stream)
     # CTAs of one stream run the same loop over the same data: the largest of them stands for the stream.
-    most = np.zeros(len(ids))
-    np.maximum.at(most, np.searchsorted(ids, access.stream), per_cta)
+    most = np.zeros(int(access.stream.max()) + 1)
+    np.maximum.at(most, access.stream, _bytes_per_cta(ir, classes, access, runs))
     return float(most.sum())
+
+
+def _bytes_per_cta(ir: KernelIR, classes: CTAClasses, access, runs: np.ndarray) -> np.ndarray:
+    """Per evaluated CTA, the bytes an access moves given its class's `runs`."""
+    member = classes.member if classes.member is not None else np.zeros(ir.evaluated, dtype=np.int64)
+    return runs[member] * access.elements * access.element_bytes
 
 
 def dram_traffic(launch: Launch, ir: KernelIR, classes: CTAClasses) -> DramTraffic:
     """The expected accesses per evaluated CTA, for `ceilings.dram.expected_dram_bytes`."""
     footprint = {t.name: float(t.numel * _DTYPE_BYTES.get(t.dtype, 4)) for t in launch.tensors}
-    member = classes.member if classes.member is not None else np.zeros(ir.evaluated, dtype=np.int64)
     accesses = []
     for i, access in enumerate(ir.accesses):
         if access.argument in footprint:
             runs = region_runs(ir, access.region, classes, False) * np.nan_to_num(classes.access_share[i], nan=1.0)
-            accesses.append(StreamAccess(access.argument, access.kind,
-                                         runs[member] * access.elements * access.element_bytes, access.stream))
+            accesses.append(StreamAccess(access.argument, access.kind, _bytes_per_cta(ir, classes, access, runs),
+                                         access.stream))
     return DramTraffic(footprint, accesses, ir.share)
 
 
