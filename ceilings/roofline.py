@@ -173,10 +173,12 @@ def issue_floors(demand: Demand, spec: GPUSpec) -> tuple[float | None, float | N
     """(issue, chain) floors in us, or None where the demand has no issue counts (the exact families).
 
     issue: the busiest SM's warp instructions over SUB_PARTITIONS x the boost clock.
-    chain: the larger of one warp's stall-count sum (any CTA that runs lasts that long) and the busiest
-    SM's sum over its warps divided by the warps that can be resident at once, by the warp and CTA limits
-    alone (registers and shared memory are the compiler's choice: a smaller allocation elsewhere would fit
-    more warps, so they do not tighten this floor).
+    chain: the larger of one warp's dependency path (any CTA that runs lasts that long) and the busiest
+    SM's sum over its warps divided by the warps that can be resident at once: the warp and CTA limits and,
+    where the demand carries them, the registers and shared memory of the compiled kernel. That is the binary
+    that runs when the launch runs with this Triton (a floor is the floor of the binary timed: another
+    Triton's assembler may allocate otherwise, benchmarks/RESULTS.md section 60), and `occupancy` counts no
+    fewer CTAs than the driver fits, so the floor stays one.
     """
     classes = demand.cta_classes
     if not classes or not any("issue" in work for _, work in classes):
@@ -185,7 +187,11 @@ def issue_floors(demand: Demand, spec: GPUSpec) -> tuple[float | None, float | N
     sms = spec.sms
     issue_us = demand.busiest_sm_work("issue", sms) / (SUB_PARTITIONS * clock) * 1e6
     longest = max((work.get("chain", 0.0) for n, work in classes if round(n) > 0), default=0.0)
-    resident = min(spec.max_warps_per_sm, spec.max_blocks_per_sm * max(demand.warps_per_cta, 1))
+    warps = max(demand.warps_per_cta, 1)
+    resident = min(spec.max_warps_per_sm, spec.max_blocks_per_sm * warps)
+    per_sm = occupancy(spec, warps, demand.registers, demand.shared_bytes)
+    if per_sm > 0:  # a CTA that does not fit cannot launch: no residency to bound with
+        resident = min(resident, per_sm * warps)
     chain_us = max(longest, demand.busiest_sm_work("warp_cycles", sms) / resident) / clock * 1e6
     return issue_us, chain_us
 

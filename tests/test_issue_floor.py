@@ -140,6 +140,22 @@ def test_the_chain_floor_is_one_warps_stall_sum_or_the_busiest_sms_over_its_resi
     assert many.pipelines["chain"] == pytest.approx(64 * 32 * 1_000 / 64 / CLOCK * 1e6)
 
 
+def test_the_chain_floor_counts_only_the_warps_the_compiled_kernels_registers_and_shared_memory_let_reside():
+    sms = H100.spec.sms
+    d = demand(8 * sms, 8, 100, 1_000)
+    free = roofline(d, H100.rates).pipelines["chain"]  # 8 CTAs of 8 warps an SM: 64 warps resident
+    assert free == pytest.approx(8 * 8 * 1_000 / 64 / CLOCK * 1e6)
+    # 255 registers a thread: 8 x 32 x 256 = 65,536 registers a CTA, the whole file: one CTA an SM at a time.
+    d.registers = 255
+    assert roofline(d, H100.rates).pipelines["chain"] == pytest.approx(8 * 8 * 1_000 / 8 / CLOCK * 1e6)
+    # 100 KB of shared memory a CTA (+ 1 KB the driver keeps): two CTAs in the 228 KB.
+    d.registers, d.shared_bytes = 32, 100 * 1024
+    assert roofline(d, H100.rates).pipelines["chain"] == pytest.approx(8 * 8 * 1_000 / 16 / CLOCK * 1e6)
+    # A CTA that does not fit runs nowhere: the warp and CTA limits stay the bound.
+    d.shared_bytes = 300 * 1024
+    assert roofline(d, H100.rates).pipelines["chain"] == pytest.approx(free)
+
+
 def test_demands_without_issue_counts_keep_their_pipelines():
     d = Demand(kernel="k", ctas=132, active_ctas=132, warps_per_cta=4, instructions_per_cta={"fma": 1000.0})
     c = roofline(d, H100.rates)
