@@ -576,3 +576,36 @@ def test_a_grid_tile_follows_the_size_its_offsets_are_masked_against_over_its_na
     rule = launch_rule(state)
     assert rule.grid(state.config.replace(BLOCK_N=16)) == (8,)
     assert rule.grid(state.config.replace(BLOCK_P=32, BLOCK_N=128)) == (2,)
+
+
+# ------------------------------------------------------------------------------ the axis a program id names
+
+STEP = str(STYLES / "head_state_step.py")
+
+
+def test_a_tile_the_kernel_scales_one_axiss_program_id_by_moves_that_axis_only():
+    """RESULTS 61: a decode step's heads axis (128 x 32 = 4,096) also divides by cdiv(V, BLOCK_V) = 4, and was read
+    as cdiv(V, BLOCK_V) x 1,024: BLOCK_V = 16 ran 8,192 programs over 4,096 heads and the GPU faulted."""
+    launch = Launch(STEP, "head_state_step", (4096, 4),
+                    (TensorArg.contiguous("s_ptr", (128, 32, 128, 128), "float32"),
+                     _t("k_ptr", 128, 32, 128), _t("v_ptr", 128, 32, 128)),
+                    (("K", 128), ("V", 128)), (), Config({"BLOCK_K": 128, "BLOCK_V": 32}, 4, 3))
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config) == (4096, 4)
+    assert rule.grid(launch.config.replace(BLOCK_V=16)) == (4096, 8)
+    assert rule.grid(launch.config.replace(BLOCK_V=64)) == (4096, 2)
+
+
+def test_names_bound_from_one_helpers_result_follow_its_program_id():
+    """`pid_m, pid_n = helper(tl.program_id(0), ...)`: both tiles scale axis 0's program id (GemLite's split-K GEMM
+    names its tiles so), so the one axis follows both."""
+    launch = Launch(STEP, "tile_pair_step", (32 * 16, 2), (TensorArg.contiguous("x_ptr", (4096, 2048), "float32"),
+                                                            TensorArg.contiguous("ws_ptr", (2, 4096, 2048), "float32")),
+                    (("M", 4096), ("N", 2048)), (), Config({"BLOCK_M": 128, "BLOCK_N": 128}, 4, 3))
+    from advisor.advice.launch_rule import file_defs, pid_scaled_axes
+
+    kernel = file_defs(launch)["tile_pair_step"]
+    assert pid_scaled_axes(kernel, {"BLOCK_M", "BLOCK_N"}) == {"BLOCK_M": {0, 1}, "BLOCK_N": {0, 1}}
+    rule = launch_rule(launch)
+    assert rule.grid(launch.config.replace(BLOCK_M=64)) == (64 * 16, 2)
+    assert rule.grid(launch.config.replace(BLOCK_N=256)) == (32 * 8, 2)

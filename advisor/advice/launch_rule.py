@@ -273,12 +273,18 @@ def pid_scaled_axes(kernel: ast.FunctionDef | None, params: set[str]) -> dict[st
 
 def _unpacked(targets: list[ast.expr], value: ast.expr) -> list[tuple[list[ast.expr], ast.expr]]:
     """An assignment as (targets, value) pairs, a tuple of names bound from a tuple of values of the same length
-    (`pid_m, pid_n = tl.program_id(0), tl.program_id(1)`) element by element, so each name follows its own."""
+    (`pid_m, pid_n = tl.program_id(0), tl.program_id(1)`) element by element, so each name follows its own; from
+    one call of a helper of the file (`pid_m, pid_n = swizzle_tile(pid, M, N, BLOCK_M, BLOCK_N, GROUP)`) every
+    name follows the whole of it, as the source cannot tell which part each gets. A tuple from a `tl.` function
+    (`gate, up = tl.split(sums)`) is data split apart, not positions: its names follow nothing."""
     out: list[tuple[list[ast.expr], ast.expr]] = []
     for target in targets:
         if isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List) \
                 and len(target.elts) == len(value.elts):
             out += [([t], v) for t, v in zip(target.elts, value.elts, strict=True)]
+        elif isinstance(target, ast.Tuple | ast.List):
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+                out += [([t], value) for t in target.elts]
         else:
             out.append(([target], value))
     return out
@@ -413,8 +419,12 @@ def launch_rule(launch: Launch) -> LaunchRule:
                 if any(n == 1 and (any(t is i for i in inferred) or not scaled_axes.get(t[0], set()) & {axis, None})
                        for t, n in zip(combo, counts, strict=True)):
                     continue
-                # a size read from the kernel's mask tiles the axis whose program id the kernel scales by the tile
-                if any(t[0] in masked and not scaled_axes[t[0]] & {axis, None} for t in combo):
+                # a size read from the kernel's mask tiles the axis whose program id the kernel scales by the tile;
+                # so does any tile the kernel scales a known axis's program id by (`pid_v = tl.program_id(1)`,
+                # `pid_v * BLOCK_V`): a decode step's batch x heads axis (4,096 = 4 x 1,024) divides by cdiv(V,
+                # BLOCK_V) too, and read so, BLOCK_V = 16 ran programs past the heads (RESULTS 61)
+                if any((t[0] in masked or scaled_axes.get(t[0])) and not scaled_axes[t[0]] & {axis, None}
+                       for t in combo):
                     continue
                 product = math.prod(counts)
                 if product and size % product == 0:
