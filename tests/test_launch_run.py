@@ -126,3 +126,34 @@ def test_a_threshold_mask_that_flips_a_few_elements_in_another_summation_order_i
     # and the values kept in both are still held to the tolerance
     with pytest.raises(MeasurementError, match="out differs"):
         launch_run.check_outputs({"out": edge * 1.1}, ref, noise, 1e-2, "k")
+
+
+@pytest.mark.gpu
+def test_a_config_that_writes_past_its_tensors_does_not_fail_the_configs_timed_after_it():
+    # RESULTS 61: one config whose grid ran past a decode step's state wrote over the GPU allocations beside it, the
+    # reference outputs among them, and every config timed after it was "wrong" by a relative error of 1.
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def double_rows(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs) * 2.0)  # no mask: a grid past the rows writes past y
+
+    n = 4096
+    launch = Launch(__file__, "double_rows", (n // 256,), tensors=(TensorArg.contiguous("x_ptr", (n,), "float32"),
+                                                                   TensorArg.contiguous("y_ptr", (n,), "float32")),
+                    config=Config({"BLOCK": 256}, 4, 2))
+    past = Config({"BLOCK": 256}, 4, 3)  # the same program on a grid 16 times too long
+
+    def launch_of(config: Config) -> Launch:
+        grid = (16 * n // 256,) if config == past else (n // config["BLOCK"],)
+        return Launch(launch.source, launch.kernel, grid, launch.tensors, {}, {}, config)
+
+    measure = launch_run.launch_measurer(double_rows, launch, launch_of, "double_rows")
+    try:
+        measure(past)  # its first n outputs are right: it may pass the check, and its timing writes past y again
+    except MeasurementError:
+        pass
+    for config in (Config({"BLOCK": 128}, 4, 2), Config({"BLOCK": 256}, 8, 2)):
+        assert measure(config) > 0

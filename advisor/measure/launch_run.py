@@ -155,12 +155,12 @@ def check_outputs(work: dict, reference: dict, noise: dict, tol: float, what: st
         if own == float("inf"):
             continue  # the launch's own config gives another result each run: nothing to hold a config to
         if not t.dtype.is_floating_point:
-            if own == 0.0 and not torch.equal(t, reference[name]):
+            if own == 0.0 and not torch.equal(t, reference[name].to(t.device)):
                 raise measure.WrongResult(f"{what}: {name} differs from the reference config's result; "
                                           "not timed")
             continue
         limit = max(tol, 4 * own)  # a kernel that is not bit-stable gets its own spread, with margin
-        err = _finite_error(t, reference[name])
+        err = _finite_error(t, reference[name].to(t.device))
         if not err <= limit:
             raise measure.WrongResult(f"{what}: {name} differs from the reference: relative error "
                                       f"{err:.3g} > {limit:g}; the config produces a wrong result and is "
@@ -192,8 +192,13 @@ def launch_measurer(fn, launch: Launch, launch_of: Callable[[Config], Launch], l
     at zero (make_tensors)."""
     import torch
 
+    # What every run starts from and what every config is held to live in host memory: a config that writes past
+    # its tensors (a grid too large, a tile past an unmasked edge) can overwrite any GPU allocation beside them,
+    # and a reference or starting point so overwritten failed every config timed after it (RESULTS 61: a decode
+    # step's in-place state, every config after one bad grid "wrong" by a relative error of 1).
     pristine: dict = {}
     make_tensors(launch, storage=pristine, zeroed=zeroed)
+    pristine = {name: flat.cpu() for name, flat in pristine.items()}
     # The same seed again: equal values in the launch's own strides (a clone of a strided view with gaps
     # would come back contiguous, and the kernel indexes by the traced strides).
     buffers: dict = {}
@@ -222,8 +227,10 @@ def launch_measurer(fn, launch: Launch, launch_of: Callable[[Config], Launch], l
         go = run_once(config)
         try:
             if not reference:
-                reference.update(outputs_of(go))
-                noise.update(run_noise(reference, outputs_of(go)))
+                first = outputs_of(go)
+                noise.update(run_noise(first, outputs_of(go)))
+                reference.update({name: t.cpu() for name, t in first.items()})
+                del first
             else:
                 check_outputs(outputs_of(go), reference, noise, tol, f"{label} {config.label()}")
             return measure.time_launch(go, **timing_for(go)).us
