@@ -29,6 +29,7 @@ resident, at least its warps' sums over that many. Both at the boost clock, the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -129,6 +130,11 @@ class Ceiling:
     demand_source: str
     notes: list[str] = field(default_factory=list)
     demand: Demand | None = field(default=None, repr=False, compare=False)  # the work behind the ceiling
+    # The same ceiling with the chain floor as the shipped models were trained on (resident warps by the warp and
+    # CTA limits alone, before the compiled kernel's occupancy tightened it); None where the two agree. The
+    # models' features come from it (`advisor.model.features.feature_row`): fed the tighter chain, the transfer
+    # model ranked configs of held-out sets worse (RESULTS 61).
+    model_view: Ceiling | None = field(default=None, repr=False, compare=False)
 
     def to_json(self, detail: bool = False) -> dict:
         """The ARCHITECTURE.md contract, plus the active CTAs and where the numbers came from; with
@@ -169,7 +175,7 @@ def demand_detail(demand: Demand) -> dict:
     return out
 
 
-def issue_floors(demand: Demand, spec: GPUSpec) -> tuple[float | None, float | None]:
+def issue_floors(demand: Demand, spec: GPUSpec, by_compile: bool = True) -> tuple[float | None, float | None]:
     """(issue, chain) floors in us, or None where the demand has no issue counts (the exact families).
 
     issue: the busiest SM's warp instructions over SUB_PARTITIONS x the boost clock.
@@ -189,7 +195,7 @@ def issue_floors(demand: Demand, spec: GPUSpec) -> tuple[float | None, float | N
     longest = max((work.get("chain", 0.0) for n, work in classes if round(n) > 0), default=0.0)
     warps = max(demand.warps_per_cta, 1)
     resident = min(spec.max_warps_per_sm, spec.max_blocks_per_sm * warps)
-    per_sm = occupancy(spec, warps, demand.registers, demand.shared_bytes)
+    per_sm = occupancy(spec, warps, demand.registers, demand.shared_bytes) if by_compile else 0
     if per_sm > 0:  # a CTA that does not fit cannot launch: no residency to bound with
         resident = min(resident, per_sm * warps)
     chain_us = max(longest, demand.busiest_sm_work("warp_cycles", sms) / resident) / clock * 1e6
@@ -290,22 +296,45 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
     # The L2 rate is a probe's reach, not a roof: on an H100 the probe reads 7.4-8.7 TB/s while the
     # fused-MoE kernel moves up to ~10.6 TB/s through L2 (benchmarks/RESULTS.md). Its time is shown
     # but does not set the ceiling until a probe reaches the hardware's limit.
-    work = {k: v for k, v in pipelines.items() if k not in ("launch", "l2") and v is not None}
-    binding = max(work, key=work.get) if work else "launch"
-    ceiling = (work[binding] if work else 0.0) + rates.launch_us
     # No launch runs faster than an empty kernel of its grid and CTA size (the GPU starts and retires CTAs at a
     # bounded rate; `ceilings.latency_floor`): where that is the larger, the launch binds at that time.
     dispatch = (empty_kernel_floor(rates.empty_kernel_us, demand.ctas, demand.warps_per_cta)
                 if issue_us is not None else None)
-    if dispatch is not None and dispatch > ceiling:
-        pipelines["launch"], binding, ceiling = dispatch, "launch", dispatch
+    binding, ceiling, pipelines = _bind(pipelines, rates.launch_us, dispatch)
+    if binding == "launch" and dispatch is not None and ceiling == dispatch:
         notes.append(f"an empty kernel of {demand.ctas} CTAs of {demand.warps_per_cta} warps takes {dispatch:.2f} us "
                      "on this GPU (calibrated): starting and retiring the grid binds")
     per_sm = occupancy(spec, demand.warps_per_cta, demand.registers, demand.shared_bytes)
     if per_sm == 0:
         notes.append("the CTA does not fit on an SM (registers or shared memory); it cannot launch")
     waves = demand.active_ctas / (sms * per_sm) if per_sm else float("inf")
-    return Ceiling(gpu=spec.name, kernel=demand.kernel, config=config or {}, ceiling_us=ceiling, binding=binding,
-                   pipelines=pipelines, ctas=demand.ctas, active_ctas=demand.active_ctas, waves=waves,
-                   ctas_per_sm=per_sm, rates_source=rates.source, demand_source=demand.source, notes=notes,
-                   demand=demand)
+    out = Ceiling(gpu=spec.name, kernel=demand.kernel, config=config or {}, ceiling_us=ceiling, binding=binding,
+                  pipelines=pipelines, ctas=demand.ctas, active_ctas=demand.active_ctas, waves=waves,
+                  ctas_per_sm=per_sm, rates_source=rates.source, demand_source=demand.source, notes=notes,
+                  demand=demand)
+    if issue_us is not None:
+        _, chain_by_limits = issue_floors(demand, spec, by_compile=False)
+        if chain_by_limits != chain_us:
+            model_binding, model_ceiling, model_pipes = _bind({**pipelines, "chain": chain_by_limits},
+                                                              rates.launch_us, dispatch)
+            out.model_view = dataclasses.replace(out, ceiling_us=model_ceiling, binding=model_binding,
+                                                 pipelines=model_pipes)
+    return out
+
+
+def model_ceiling_us(ceiling: Ceiling) -> float:
+    """The ceiling the models' predictions scale (`Ceiling.model_view`): a prediction is this times the model's
+    predicted measured / ceiling, as in the rows it was fitted on."""
+    return (ceiling.model_view or ceiling).ceiling_us
+
+
+def _bind(pipelines: dict[str, float | None], launch_us: float,
+          dispatch: float | None) -> tuple[str, float, dict[str, float | None]]:
+    """(binding, ceiling us, pipelines) of per-pipeline times: the largest work term plus the launch overhead, or
+    the empty kernel's time of the grid where that is larger (then "launch" binds and carries it)."""
+    work = {k: v for k, v in pipelines.items() if k not in ("launch", "l2") and v is not None}
+    binding = max(work, key=work.get) if work else "launch"
+    ceiling = (work[binding] if work else 0.0) + launch_us
+    if dispatch is not None and dispatch > ceiling:
+        return "launch", dispatch, {**pipelines, "launch": dispatch}
+    return binding, ceiling, pipelines

@@ -156,6 +156,29 @@ def test_the_chain_floor_counts_only_the_warps_the_compiled_kernels_registers_an
     assert roofline(d, H100.rates).pipelines["chain"] == pytest.approx(free)
 
 
+def test_the_models_see_the_chain_they_were_trained_on_and_scale_that_ceiling():
+    # A chain-bound launch whose compiled occupancy (one CTA an SM) tightens the floor 8x: the ceiling shown binds
+    # there, while the models' features and the ceiling their ratio multiplies stay those of the chain by the warp
+    # and CTA limits (fed the tighter chain, the transfer model ranked held-out sets' configs worse, RESULTS 61).
+    from advisor.model.features import feature_row
+    from ceilings.roofline import model_ceiling_us
+
+    d = demand(8 * H100.spec.sms, 8, 100, 200_000)
+    d.registers = 255
+    c = roofline(d, H100.rates)
+    by_limits = 8 * 8 * 200_000 / 64 / CLOCK * 1e6
+    assert c.pipelines["chain"] == pytest.approx(8 * by_limits) and c.binding == "chain"
+    view = c.model_view
+    assert view is not None and view.pipelines["chain"] == pytest.approx(by_limits)
+    assert model_ceiling_us(c) == view.ceiling_us < c.ceiling_us
+    d.registers = None
+    free = roofline(d, H100.rates)
+    assert free.model_view is None and model_ceiling_us(free) == free.ceiling_us
+    config = Config({}, 8, 1)
+    assert feature_row(c, d, config, H100.spec)["log_chain_us"] == feature_row(free, d, config, H100.spec)[
+        "log_chain_us"]
+
+
 def test_demands_without_issue_counts_keep_their_pipelines():
     d = Demand(kernel="k", ctas=132, active_ctas=132, warps_per_cta=4, instructions_per_cta={"fma": 1000.0})
     c = roofline(d, H100.rates)

@@ -26,7 +26,7 @@ from ceilings.compile_limit import search_limit_s
 from ceilings.errors import AdvisorError
 from ceilings.hardware import GPU, GPUSpec
 from ceilings.launch import Config, Launch
-from ceilings.roofline import Ceiling
+from ceilings.roofline import Ceiling, model_ceiling_us
 from ceilings.validate import config_problem, launch_problem, unrunnable_ceiling
 
 
@@ -234,7 +234,7 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
     ceilings = subject.ceilings(configs)
     rows = [feature_row(c, c.demand, cfg, subject.spec) for c, cfg in zip(ceilings, configs, strict=True)]
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
-    ceiling_us = np.array([c.ceiling_us for c in ceilings])
+    ceiling_us = np.array([model_ceiling_us(c) for c in ceilings])
     mid, lo, hi = model.predict_us(ceiling_us, x)
     out = [Candidate(cfg, c, float(m), (float(a), float(b)), list(c.notes) + notes, model_us=float(m),
                      outside_data=bool(notes))
@@ -284,8 +284,8 @@ def record_timings(subject: Subject, timed: Sequence[tuple[Candidate, float]]) -
         return
     for cand, us in timings_of(timed):
         raw = cand.model_us if cand.model_us is not None else cand.predicted_us
-        timings.add(cand.config.to_dict(), subject.label, cand.ceiling.ceiling_us,
-                    math.log(max(raw, 1e-9) / cand.ceiling.ceiling_us), us)
+        ceiling_us = model_ceiling_us(cand.ceiling)
+        timings.add(cand.config.to_dict(), subject.label, ceiling_us, math.log(max(raw, 1e-9) / ceiling_us), us)
     with contextlib.suppress(OSError):  # a read-only cache folder costs the calibration, never the command
         timings.save()
 

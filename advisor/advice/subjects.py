@@ -133,7 +133,11 @@ def combine_ceilings(parts: Sequence[Ceiling]) -> Ceiling:
         values = [c.pipelines.get(name) for c in parts]
         pipes[name] = None if any(v is None for v in values) else sum(values)
     notes = list(dict.fromkeys(n for c in parts for n in c.notes))
-    return dataclasses.replace(main, ceiling_us=sum(c.ceiling_us for c in parts), pipelines=pipes, notes=notes)
+    # the models' view of the sum is the sum of the parts' views (Ceiling.model_view), not the longest part's
+    view = (combine_ceilings([c.model_view or c for c in parts])
+            if any(c.model_view is not None for c in parts) else None)
+    return dataclasses.replace(main, ceiling_us=sum(c.ceiling_us for c in parts), pipelines=pipes, notes=notes,
+                               model_view=view)
 
 
 class LayerSubject(Subject):

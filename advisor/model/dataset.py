@@ -17,7 +17,7 @@ import numpy as np
 from advisor.model.features import FEATURES, feature_row
 from ceilings.errors import AdvisorError
 from ceilings.hardware import SHIPPED_CALIBRATIONS, get_spec, load_calibration, rates_for
-from ceilings.roofline import roofline
+from ceilings.roofline import model_ceiling_us, roofline
 
 
 def read_results(path: str | Path) -> list[dict]:
@@ -113,7 +113,8 @@ def _row_entry(r: dict, rates_by_gpu: dict) -> tuple:
     us = float(r["us"])
     kernel = r["kernel"]
     row = feature_row(c, demand, config, spec_gpu)
-    return ([row[f] for f in FEATURES], math.log(us / c.ceiling_us), c.ceiling_us, us, spec_gpu.name,
+    ceiling_us = model_ceiling_us(c)  # the ceiling the features describe (roofline.Ceiling.model_view)
+    return ([row[f] for f in FEATURES], math.log(us / ceiling_us), ceiling_us, us, spec_gpu.name,
             f"{kernel.split('[')[0]}/gemm{r['gemm']}/{r['shape']}",
             f"{spec_gpu.name}/{kernel}/gemm{r['gemm']}/{r['shape']}/M{r['M']}", config.label())
 

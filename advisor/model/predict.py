@@ -157,11 +157,12 @@ def predict_ceilings(ceilings: Sequence, model: LatencyModel | None = None, *, g
     """predicted_us and its interval for ceilings on `gpu` computed by `advisor.advice.ceiling` (with their
     demand)."""
     from ceilings.launch import Config
+    from ceilings.roofline import model_ceiling_us
 
     model = model or model_for(gpu)
     rows = [feature_row(c, c.demand, Config.from_dict(c.config), gpu.spec) for c in ceilings]
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
-    mid, lo, hi = model.predict_us(np.array([c.ceiling_us for c in ceilings]), x)
+    mid, lo, hi = model.predict_us(np.array([model_ceiling_us(c) for c in ceilings]), x)
     out = []
     for m, a, b, note in zip(mid, lo, hi, model.outside_notes(x), strict=True):
         out.append({"predicted_us": round(float(m), 3), "predicted_interval_us": [round(float(a), 3),

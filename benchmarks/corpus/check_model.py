@@ -86,8 +86,9 @@ def full_features(record: dict) -> dict[str, float]:
     detail = record["detail"]
     expected = _demand(record, detail["expected"]) if detail.get("expected") else None
     demand = _demand(record, detail["floor"], expected)
-    ceiling = Ceiling(gpu=GPU_NAME, kernel=record["kernel"], config={}, ceiling_us=record["ceiling_us"],
-                      binding=record["binding_pipe"], pipelines=record["pipelines"], ctas=record["ctas"],
+    view = record.get("model_view") or record  # the ceiling the model's features describe (check_points)
+    ceiling = Ceiling(gpu=GPU_NAME, kernel=record["kernel"], config={}, ceiling_us=view["ceiling_us"],
+                      binding=view["binding_pipe"], pipelines=view["pipelines"], ctas=record["ctas"],
                       active_ctas=record["active_ctas"], waves=record["waves"], ctas_per_sm=record["ctas_per_sm"],
                       rates_source={}, demand_source=demand.source, notes=record["notes"], demand=demand)
     return {**record["features"], **transfer_features(ceiling, demand, get_spec(GPU_NAME))}
@@ -103,7 +104,8 @@ def corpus_rows() -> list[dict]:
         if r is None or "error" in r:
             continue
         out.append({"library": p.library, "launch_id": p.launch_id, "kernel": p.kernel, "config": p.label,
-                    "recorded": int(p.recorded), "measured_us": p.us, "ceiling_us": r["ceiling_us"],
+                    "recorded": int(p.recorded), "measured_us": p.us,
+                    "ceiling_us": (r.get("model_view") or r)["ceiling_us"],
                     "features": full_features(r)})
     return out
 

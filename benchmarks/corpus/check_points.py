@@ -222,6 +222,10 @@ def evaluate(point: Point) -> dict:
                ctas_per_sm=ceiling.ctas_per_sm, notes=ceiling.notes, detail=doc.get("detail"),
                registers=compiled.registers, shared_bytes=compiled.shared_bytes, spill_bytes=compiled.local_bytes,
                features=feature_row(ceiling, demand, launch.config, gpu.spec))
+    if ceiling.model_view is not None:  # the ceiling the features describe, where the floor's chain is tighter
+        view = ceiling.model_view
+        out["model_view"] = {"ceiling_us": view.ceiling_us, "binding_pipe": view.binding,
+                             "pipelines": view.to_json()["pipelines"]}
     if demand.expected is not None:
         expected = roofline(demand.expected, gpu.rates, launch.config.to_dict())
         out["expected_ceiling_us"] = expected.ceiling_us
