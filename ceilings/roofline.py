@@ -175,8 +175,9 @@ def demand_detail(demand: Demand) -> dict:
     return out
 
 
-def issue_floors(demand: Demand, spec: GPUSpec, by_compile: bool = True) -> tuple[float | None, float | None]:
-    """(issue, chain) floors in us, or None where the demand has no issue counts (the exact families).
+def issue_floors(demand: Demand, spec: GPUSpec) -> tuple[float | None, float | None, float | None]:
+    """(issue, chain, chain by the limits) floors in us, or None where the demand has no issue counts (the exact
+    families).
 
     issue: the busiest SM's warp instructions over SUB_PARTITIONS x the boost clock.
     chain: the larger of one warp's dependency path (any CTA that runs lasts that long) and the busiest
@@ -185,21 +186,27 @@ def issue_floors(demand: Demand, spec: GPUSpec, by_compile: bool = True) -> tupl
     that runs when the launch runs with this Triton (a floor is the floor of the binary timed: another
     Triton's assembler may allocate otherwise, benchmarks/RESULTS.md section 60), and `occupancy` counts no
     fewer CTAs than the driver fits, so the floor stays one.
+    chain by the limits: the same with the warp and CTA limits alone, the chain the shipped models were trained on
+    (`Ceiling.model_view`).
     """
     classes = demand.cta_classes
     if not classes or not any("issue" in work for _, work in classes):
-        return None, None
+        return None, None, None
     clock = spec.boost_clock_ghz * 1e9
     sms = spec.sms
     issue_us = demand.busiest_sm_work("issue", sms) / (SUB_PARTITIONS * clock) * 1e6
     longest = max((work.get("chain", 0.0) for n, work in classes if round(n) > 0), default=0.0)
     warps = max(demand.warps_per_cta, 1)
-    resident = min(spec.max_warps_per_sm, spec.max_blocks_per_sm * warps)
-    per_sm = occupancy(spec, warps, demand.registers, demand.shared_bytes) if by_compile else 0
-    if per_sm > 0:  # a CTA that does not fit cannot launch: no residency to bound with
-        resident = min(resident, per_sm * warps)
-    chain_us = max(longest, demand.busiest_sm_work("warp_cycles", sms) / resident) / clock * 1e6
-    return issue_us, chain_us
+    by_limits = min(spec.max_warps_per_sm, spec.max_blocks_per_sm * warps)
+    per_sm = occupancy(spec, warps, demand.registers, demand.shared_bytes)
+    # a CTA that does not fit cannot launch: no residency to bound with
+    resident = min(by_limits, per_sm * warps) if per_sm > 0 else by_limits
+    busiest = demand.busiest_sm_work("warp_cycles", sms)
+
+    def chain_us(warps_resident: int) -> float:
+        return max(longest, busiest / warps_resident) / clock * 1e6
+
+    return issue_us, chain_us(resident), chain_us(by_limits)
 
 
 def written_back_bytes(rewritten: float, l2_bytes: int | None) -> float:
@@ -288,14 +295,11 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
     fp64_us = issue_us("fp64", rates.fp64_ginst * 1e9)
     if fp64_us > 0:  # a pipeline only kernels with FP64 instructions use: listed where it has work
         pipelines["fp64"] = fp64_us
-    issue_us, chain_us = issue_floors(demand, spec)
+    issue_us, chain_us, chain_by_limits = issue_floors(demand, spec)
     if issue_us is not None:  # the generic path's; the exact families' ceilings keep their pipelines
         pipelines.update(issue=issue_us, chain=chain_us)
     if rates.l2_tbs is None:
         notes.append(f"L2 bandwidth of {spec.name} unknown (run `advisor calibrate`); L2 time left out")
-    # The L2 rate is a probe's reach, not a roof: on an H100 the probe reads 7.4-8.7 TB/s while the
-    # fused-MoE kernel moves up to ~10.6 TB/s through L2 (benchmarks/RESULTS.md). Its time is shown
-    # but does not set the ceiling until a probe reaches the hardware's limit.
     # No launch runs faster than an empty kernel of its grid and CTA size (the GPU starts and retires CTAs at a
     # bounded rate; `ceilings.latency_floor`): where that is the larger, the launch binds at that time.
     dispatch = (empty_kernel_floor(rates.empty_kernel_us, demand.ctas, demand.warps_per_cta)
@@ -312,13 +316,11 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
                   pipelines=pipelines, ctas=demand.ctas, active_ctas=demand.active_ctas, waves=waves,
                   ctas_per_sm=per_sm, rates_source=rates.source, demand_source=demand.source, notes=notes,
                   demand=demand)
-    if issue_us is not None:
-        _, chain_by_limits = issue_floors(demand, spec, by_compile=False)
-        if chain_by_limits != chain_us:
-            model_binding, model_ceiling, model_pipes = _bind({**pipelines, "chain": chain_by_limits},
-                                                              rates.launch_us, dispatch)
-            out.model_view = dataclasses.replace(out, ceiling_us=model_ceiling, binding=model_binding,
-                                                 pipelines=model_pipes)
+    if chain_by_limits != chain_us:
+        model_binding, model_ceiling, model_pipes = _bind({**pipelines, "chain": chain_by_limits},
+                                                          rates.launch_us, dispatch)
+        out.model_view = dataclasses.replace(out, ceiling_us=model_ceiling, binding=model_binding,
+                                             pipelines=model_pipes)
     return out
 
 
@@ -332,6 +334,9 @@ def _bind(pipelines: dict[str, float | None], launch_us: float,
           dispatch: float | None) -> tuple[str, float, dict[str, float | None]]:
     """(binding, ceiling us, pipelines) of per-pipeline times: the largest work term plus the launch overhead, or
     the empty kernel's time of the grid where that is larger (then "launch" binds and carries it)."""
+    # The L2 rate is a probe's reach, not a roof: on an H100 the probe reads 7.4-8.7 TB/s while the
+    # fused-MoE kernel moves up to ~10.6 TB/s through L2 (benchmarks/RESULTS.md). Its time is shown
+    # but does not set the ceiling until a probe reaches the hardware's limit.
     work = {k: v for k, v in pipelines.items() if k not in ("launch", "l2") and v is not None}
     binding = max(work, key=work.get) if work else "launch"
     ceiling = (work[binding] if work else 0.0) + launch_us

@@ -419,12 +419,11 @@ def launch_rule(launch: Launch) -> LaunchRule:
                 if any(n == 1 and (any(t is i for i in inferred) or not scaled_axes.get(t[0], set()) & {axis, None})
                        for t, n in zip(combo, counts, strict=True)):
                     continue
-                # a size read from the kernel's mask tiles the axis whose program id the kernel scales by the tile;
-                # so does any tile the kernel scales a known axis's program id by (`pid_v = tl.program_id(1)`,
-                # `pid_v * BLOCK_V`): a decode step's batch x heads axis (4,096 = 4 x 1,024) divides by cdiv(V,
-                # BLOCK_V) too, and read so, BLOCK_V = 16 ran programs past the heads (RESULTS 61)
-                if any((t[0] in masked or scaled_axes.get(t[0])) and not scaled_axes[t[0]] & {axis, None}
-                       for t in combo):
+                # a tile the kernel scales a program id by tiles that id's axis only, whether its size is read from
+                # the kernel's mask (every such tile is one) or named (`pid_v = tl.program_id(1)`, `pid_v * BLOCK_V`):
+                # a decode step's batch x heads axis (4,096 = 4 x 1,024) divides by cdiv(V, BLOCK_V) too, and read
+                # so, BLOCK_V = 16 ran programs past the heads (RESULTS 61)
+                if any(t[0] in scaled_axes and not scaled_axes[t[0]] & {axis, None} for t in combo):
                     continue
                 product = math.prod(counts)
                 if product and size % product == 0:
