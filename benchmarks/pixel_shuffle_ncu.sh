@@ -7,17 +7,4 @@ python3 benchmarks/pixel_shuffle_sectors.py --out "$out" | tail -9
 metrics=gpu__time_duration.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__data_pipe_lsu_wavefronts.sum,l1tex__data_pipe_lsu_wavefronts.sum.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 /usr/local/cuda/bin/ncu --clock-control none -k regex:pixel_shuffle --metrics "$metrics" --csv \
     python3 benchmarks/pixel_shuffle_sectors.py --out "$out/ncu_run" --ncu > "$out/ncu.csv" 2> "$out/ncu.err" || true
-python3 - "$out/ncu.csv" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-head, body = rows[0], rows[1:]
-i_id, i_name, i_val = head.index("ID"), head.index("Metric Name"), head.index("Metric Value")
-by = {}
-for r in body:
-    by.setdefault(r[i_id], {})[r[i_name]] = r[i_val]
-names = [n for n in next(iter(by.values()))]
-short = {n: n.replace("l1tex__", "").replace("_pipe_lsu_mem_global_op", "").replace(".sum", "") for n in names}
-print("| launch | " + " | ".join(short[n] for n in names) + " |")
-for k, v in by.items():
-    print(f"| {k} | " + " | ".join(v.get(n, "") for n in names) + " |")
-PY
+python3 benchmarks/ncu_table.py "$out/ncu.csv"

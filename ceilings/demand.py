@@ -45,6 +45,7 @@ from ceilings.sass_map import (
     place,
     region_runs,
 )
+from ceilings.tile_lines import LINE_BYTES, access_lines
 from ceilings.ttir_eval import KernelIR, read_kernel_ir
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
@@ -64,8 +65,9 @@ def generic_demand(launch: Launch, compiled: CompiledKernel | None = None, arch:
     placement = place(compiled.sass, launch.kernel, ir, launch.config.num_warps)
     classes = cta_classes(ir)
     notes = list(placement.notes) + _evaluation_notes(ir, classes)
-    expected = _demand(launch, compiled, ir, placement, classes, floor=False, notes=notes)
-    floor = _demand(launch, compiled, ir, placement, classes, floor=True, notes=notes)
+    lines = access_lines(compiled.ttgir, scalars, launch.grid)
+    expected = _demand(launch, compiled, ir, placement, classes, floor=False, notes=notes, lines=lines)
+    floor = _demand(launch, compiled, ir, placement, classes, floor=True, notes=notes, lines=lines)
     floor.expected = expected
     return floor
 
@@ -83,7 +85,7 @@ def _mma(placement: Placement) -> tuple[str, str]:
 
 
 def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: Placement, classes: CTAClasses,
-            floor: bool, notes: list[str]) -> Demand:
+            floor: bool, notes: list[str], lines: dict[int, float] | None = None) -> Demand:
     warps = launch.config.num_warps
     weights = block_weights(placement, ir, classes, floor)  # blocks x classes
     per_warp = weights.T @ placement.table  # classes x QUANTITIES
@@ -110,6 +112,7 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     l2_per_cta = per_cta[:, _COLUMN["global_bytes"]] + tma_bytes
     smem_per_cta = per_cta[:, _COLUMN["shared_bytes"]] + tma_bytes
     flops_per_cta = per_cta[:, _COLUMN["tensor_flops"]]
+    wavefronts = _global_wavefronts(ir, classes, floor, lines or {})
     unknown_mma = any(i.pipe == "tensor" and i.opcode != "HFMA2" and not i.mma_flops_per_warp()
                       for i in placement.fn.instructions)
     works = _working(ir, placement, weights)
@@ -123,7 +126,8 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     instructions = {p: mean(per_cta[:, _COLUMN[p]]) for p in PIPES}
     work_of = [(float(n), {**{p: float(per_cta[j, _COLUMN[p]]) for p in PIPES}, "tensor": float(flops_per_cta[j]),
                            "tensor_instructions": float(per_cta[j, _COLUMN["tensor"]]),
-                           "smem": float(smem_per_cta[j]), **issue_work(per_warp[j], warps, float(path[j]))})
+                           "smem": float(smem_per_cta[j]), "l1": float(smem_per_cta[j] + LINE_BYTES * wavefronts[j]),
+                           **issue_work(per_warp[j], warps, float(path[j]))})
                for j, n in enumerate(counts)]
     dram, touched, rewritten = _dram_bytes(launch, ir, classes, floor, float(counts @ l2_per_cta))
     traffic = None if floor else dram_traffic(launch, ir, classes)
@@ -136,6 +140,11 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
     elif floor and spills:
         demand_notes.append(f"{spills:g} local-memory (spill) instructions per warp, counted in the floor: this cubin "
                             "was built beside the GPU it runs on, by the ptxas that builds it there")
+    spread = LINE_BYTES * float(share @ wavefronts) / max(mean(per_cta[:, _COLUMN["global_bytes"]]), 1.0)
+    if floor and spread > 2:  # said where warps spread their requests, not for every coalesced kernel
+        demand_notes.append(f"tile loads and stores touch {spread:.1f}x the 128-byte lines their bytes fill "
+                            f"({float(share @ wavefronts):,.0f} L1 data-pipe wavefronts per CTA, one per line a warp "
+                            "request touches): the L1 data stage pays for each, in the 'smem' time with shared memory")
     if floor and unknown_mma:
         demand_notes.append("MMA shape not in the SASS (tcgen05 takes it from a descriptor): tensor FLOPs unknown")
     ctas = launch.num_programs
@@ -150,6 +159,17 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
                   + ("" if floor else ", expected"),
                   notes=demand_notes, cta_classes=work_of, working_set_bytes=touched, dram_traffic=traffic,
                   rewritten_bytes=rewritten)
+
+
+def _global_wavefronts(ir: KernelIR, classes: CTAClasses, floor: bool, lines: dict[int, float]) -> np.ndarray:
+    """Per CTA class, the L1 data-pipe wavefronts of the tile loads and stores `ceilings.tile_lines` determined: each
+    access's wavefronts per execution times how often its region runs (and the share a scalar predicate leaves on)."""
+    out = np.zeros(len(classes.counts))
+    for i, access in enumerate(ir.accesses):
+        if access.at in lines and access.kind in ("load", "store"):
+            runs = region_runs(ir, access.region, classes, floor) * np.nan_to_num(classes.access_share[i], nan=1.0)
+            out += runs * lines[access.at]
+    return out
 
 
 def issue_work(per_warp: np.ndarray, warps: int, path_cycles: float | None = None) -> dict[str, float]:

@@ -83,6 +83,11 @@ class Demand:
             return math.ceil(self.active_ctas / sms) * per_cta if self.active_ctas else 0.0
         return busiest_sm_work([(n, w.get(key, 0.0)) for n, w in self.cta_classes], sms)
 
+    def l1_key(self) -> str:
+        """The work key of the L1 data stage: "l1" (shared-memory bytes plus 128 B per line a global tile request
+        touches, `ceilings.tile_lines`) where the generic path counted it, else "smem"."""
+        return "l1" if self.cta_classes and any("l1" in w for _, w in self.cta_classes) else "smem"
+
     def instructions(self, pipe: str) -> float:
         """Chip-wide warp instructions of a pipeline (`sm__inst_executed_pipe_*`)."""
         if self.cta_classes:
@@ -130,10 +135,11 @@ class Ceiling:
     demand_source: str
     notes: list[str] = field(default_factory=list)
     demand: Demand | None = field(default=None, repr=False, compare=False)  # the work behind the ceiling
-    # The same ceiling with the chain floor as the shipped models were trained on (resident warps by the warp and
-    # CTA limits alone, before the compiled kernel's occupancy tightened it); None where the two agree. The
-    # models' features come from it (`advisor.model.features.feature_row`): fed the tighter chain, the transfer
-    # model ranked configs of held-out sets worse (RESULTS 61).
+    # The same ceiling with the terms the shipped models were trained on: the chain floor by the warp and CTA
+    # limits alone (before the compiled kernel's occupancy tightened it) and shared-memory time without the
+    # global tile accesses' L1 wavefronts (RESULTS 62); None where they agree. The models' features come from it
+    # (`advisor.model.features.feature_row`): fed the tighter chain, the transfer model ranked configs of
+    # held-out sets worse (RESULTS 61).
     model_view: Ceiling | None = field(default=None, repr=False, compare=False)
 
     def to_json(self, detail: bool = False) -> dict:
@@ -163,7 +169,7 @@ def demand_detail(demand: Demand) -> dict:
                                  if p in d.instructions_per_cta or d.cta_classes},
                 "tensor_flops": round(d.total("tensor"), 1),
                 "bytes": {"l2": round(d.l2_bytes, 1), "dram": round(d.dram_bytes, 1),
-                          "shared": round(d.total("smem"), 1)},
+                          "shared": round(d.total("smem"), 1), "l1_data_stage": round(d.total(d.l1_key()), 1)},
                 "working_set_bytes": round(d.working_set_bytes if d.working_set_bytes is not None else d.dram_bytes, 1),
                 "ctas": d.ctas, "working_ctas": d.active_ctas}
 
@@ -287,7 +293,9 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
         "alu": issue_us("alu", rates.alu_ginst * 1e9),
         "xu": issue_us("xu", rates.xu_ginst * 1e9),
         "lsu": issue_us("lsu", rates.lsu_ginst * 1e9),
-        "smem": demand.busiest_sm_work("smem", sms) / (rates.smem_tbs * 1e12 / sms) * 1e6,
+        # The L1's data stage: shared-memory bytes and, on the generic path, 128 B for each line a global tile
+        # access's warp request touches (`ceilings.tile_lines`); both pass it at 128 B a cycle per SM.
+        "smem": demand.busiest_sm_work(demand.l1_key(), sms) / (rates.smem_tbs * 1e12 / sms) * 1e6,
         "l2": None if rates.l2_tbs is None else demand.l2_bytes / (rates.l2_tbs * 1e12) * 1e6,
         "dram": dram_bytes / (rates.dram_tbs * 1e12) * 1e6,
         "launch": rates.launch_us,
@@ -316,9 +324,13 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
                   pipelines=pipelines, ctas=demand.ctas, active_ctas=demand.active_ctas, waves=waves,
                   ctas_per_sm=per_sm, rates_source=rates.source, demand_source=demand.source, notes=notes,
                   demand=demand)
-    if chain_by_limits != chain_us:
-        model_binding, model_ceiling, model_pipes = _bind({**pipelines, "chain": chain_by_limits},
-                                                          rates.launch_us, dispatch)
+    # The models were fitted on shared-memory time alone and on the chain by the warp and CTA limits.
+    smem_alone = demand.busiest_sm_work("smem", sms) / (rates.smem_tbs * 1e12 / sms) * 1e6
+    if chain_by_limits != chain_us or smem_alone != pipelines["smem"]:
+        model_pipes = {**pipelines, "smem": smem_alone}
+        if issue_us is not None:
+            model_pipes["chain"] = chain_by_limits
+        model_binding, model_ceiling, model_pipes = _bind(model_pipes, rates.launch_us, dispatch)
         out.model_view = dataclasses.replace(out, ceiling_us=model_ceiling, binding=model_binding,
                                              pipelines=model_pipes)
     return out

@@ -47,20 +47,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ceilings import ttir_lanes
-from ceilings.ttir_ops import BINARY, CASTS, CMP, DIVIDING, LOGICAL, Pointer
+from ceilings.ttir_ops import BINARY, CASTS, CMP, DIVIDING, LOGICAL, Pointer, parse_op
+from ceilings.ttir_ops import ITER_ARGS as _ITER_ARGS
+from ceilings.ttir_ops import VALUE as _VALUE
 
 MAX_CTAS = 1 << 17
 MAX_ITERATIONS = 256        # loops up to this many trips are evaluated once per iteration...
 MAX_ITERATION_CELLS = 1 << 22  # ... while iterations x CTAs stays below this
 
-# SSA names may hold '-' (MLIR's id-punct: Triton names a constant -1 `%c-1_i32`).
 _ARG = re.compile(r"%(?P<name>[\w$.-]+)\s*:\s*(?P<type>[^,()]+?)(?:\s+loc\(|,|$)")
-_DEF = re.compile(r"^\s*%(?P<res>[\w$.-]+)(?::\d+)?\s*=\s*(?P<op>[\w.\"]+)\s*(?P<rest>.*)$")
-_STMT = re.compile(r"^\s*(?P<op>[a-z_]+\.[\w.]+)\s*(?P<rest>.*)$")
-_VALUE = re.compile(r"%[\w$.#-]+")
 _FOR = re.compile(r"scf\.for\s+%(?P<iv>[\w$.-]+)\s*=\s*(?P<lb>%[\w$.#-]+)\s+to\s+(?P<ub>%[\w$.#-]+)\s+step\s+"
                   r"(?P<step>%[\w$.#-]+)")
-_ITER_ARGS = re.compile(r"%(?P<arg>[\w$.-]+)\s*=\s*(?P<init>%[\w$.#-]+)")
 _LOC_ALIAS = re.compile(r"^#(?P<name>loc\d*)\s*=\s*loc\((?P<body>.*)\)\s*$")
 _LOC_TAIL = re.compile(r"loc\((?P<body>#loc\d*|\".*)\)\s*$")
 _BLOCK_LABEL = re.compile(r"^\s*\^(?P<label>bb\d+)")
@@ -109,6 +106,7 @@ class Access:
     # pointer derives from (program ids and what is computed from them); None where the address depends
     # on memory (a gathered index) or on a scalar not evaluated. For `ceilings.dram`'s L2 reuse.
     stream: np.ndarray | None = None
+    at: int = -1              # the index of its line in the IR text (`ceilings.tile_lines` keys accesses by it)
 
 
 @dataclass
@@ -273,7 +271,7 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
         return len(regions) - 1
 
     in_kernel = False
-    for text in ir.splitlines():
+    for at, text in enumerate(ir.splitlines()):
         stripped = text.strip()
         if not in_kernel:
             if "tt.func" in stripped and "public" in stripped:
@@ -328,14 +326,9 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             inner = _inner_line(loc.group("body"), aliases)
             if inner is not None:
                 regions[here].inlined[inner] += 1
-        m = _DEF.match(text)
-        op, rest, result = (m.group("op"), m.group("rest"), m.group("res")) if m else (None, "", None)
-        if m is None:
-            s = _STMT.match(text)
-            op, rest = (s.group("op"), s.group("rest")) if s else (None, "")
+        op, rest, result = parse_op(text)
         if op is None:
             continue
-        op = op.strip('"')
         opens = stripped.endswith("{")
         if op == "scf.for":
             loop = _FOR.search(text)
@@ -396,6 +389,7 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             scopes.append(("inline", here))
         if op in _MEMORY_OPS:
             access = _access(op, rest, here, base_of)
+            access.at = at
             access.share = _access_share(op, rest, env, predicate_of, shapes, access.argument, expanded, evaluated)
             # The data it addresses: the pointer operand's scalars, and a descriptor copy's coordinates.
             addressed = [v[1:] for v in _VALUE.findall(rest.split(" : ")[0])]

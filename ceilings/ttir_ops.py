@@ -3,9 +3,26 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
+
+# One op of the IR text: `%res = op rest` (SSA names may hold '-': MLIR's id-punct names a constant -1 `%c-1_i32`)
+# or a statement `op rest` (a store, a yield).
+DEF = re.compile(r"^\s*%(?P<res>[\w$.-]+)(?::\d+)?\s*=\s*(?P<op>[\w.\"]+)\s*(?P<rest>.*)$")
+STMT = re.compile(r"^\s*(?P<op>[a-z_]+\.[\w.]+)\s*(?P<rest>.*)$")
+VALUE = re.compile(r"%[\w$.#-]+")
+ITER_ARGS = re.compile(r"%(?P<arg>[\w$.-]+)\s*=\s*(?P<init>%[\w$.#-]+)")
+
+
+def parse_op(text: str) -> tuple[str | None, str, str | None]:
+    """(op, the text after it, result name) of one IR line; op None where the line is no op."""
+    m = DEF.match(text)
+    if m:
+        return m.group("op").strip('"'), m.group("rest"), m.group("res")
+    s = STMT.match(text)
+    return (s.group("op").strip('"'), s.group("rest"), None) if s else (None, "", None)
 
 
 @dataclass(frozen=True)

@@ -288,7 +288,9 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
     rate = {k: _per_sm_rate(k, d, rates) for k in _SM_KEYS}
     rate = {k: r for k, r in rate.items() if r}
     dram_us = ceiling.pipelines.get("dram") or 0.0
-    total = {k: d.total(k) for k in rate}
+    # shared memory's time is the L1 data stage's, global tile requests' lines included (as the ceiling counts it)
+    key = {"smem": d.l1_key()}
+    total = {k: d.total(key.get(k, k)) for k in rate}
     useful = subject.useful_flops() if "tensor" in rate else None
     ideal_work = dict(total, tensor=min(useful, total["tensor"])) if useful is not None else dict(total)
     if useful is None and total.get("tensor"):
@@ -298,7 +300,7 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         return {k: w / (rate[k] * sms) * 1e6 for k, w in work.items()}
 
     ideal_t, padded_t = chip_us(ideal_work), chip_us(total)
-    busiest_t = {k: d.busiest_sm_work(k, sms) / rate[k] * 1e6 for k in rate}
+    busiest_t = {k: d.busiest_sm_work(key.get(k, k), sms) / rate[k] * 1e6 for k in rate}
     ideal_main = max([*ideal_t.values(), dram_us])
     padded_main = max([*padded_t.values(), dram_us])
     busiest_main = max([*busiest_t.values(), dram_us])
