@@ -116,3 +116,27 @@ def test_a_pointer_carried_around_a_loop_and_advanced_for_every_lane_keeps_its_p
                     Config({"BLOCK": 128}, 4, 1))
     lines = access_lines(compile_launch(launch).ttgir, dict(launch.scalars), launch.grid)
     assert sorted(lines.values()) == [4.0, 4.0]  # 512 contiguous bytes each: the row load and the store
+
+
+def test_a_prediction_is_never_under_the_ceiling_shown_though_the_model_scales_its_own_view():
+    from advisor.model.features import FEATURES, feature_row
+    from advisor.model.predict import at_least_the_floor, model_for, predict_ceilings
+    from ceilings.hardware import resolve_gpu
+    from ceilings.roofline import model_ceiling_us
+
+    # a gather of pairs 512 B apart over 8 M elements: the L1 stage binds, the models' view lies well under it
+    launch = _gather(2, 256, 1 << 23, (1 << 23) // 1024, block=1024)
+    gpu = resolve_gpu("h200")
+    demand = generic_demand(launch)
+    ceiling = roofline(demand, gpu.rates, launch.config.to_dict())
+    assert ceiling.binding == "smem" and model_ceiling_us(ceiling) < 0.5 * ceiling.ceiling_us
+    model = model_for(gpu)
+    x = np.array([[feature_row(ceiling, demand, launch.config, gpu.spec)[f] for f in FEATURES]], dtype=np.float32)
+    raw_mid = model.predict_us(np.array([model_ceiling_us(ceiling)]), x)[0][0]
+    assert raw_mid < ceiling.ceiling_us  # the model alone would predict a time no launch can reach
+    got = predict_ceilings([ceiling], gpu=gpu)[0]
+    assert got["predicted_us"] == pytest.approx(ceiling.ceiling_us, rel=1e-3)
+    assert min(got["predicted_interval_us"]) >= ceiling.ceiling_us * (1 - 1e-3)
+    # times over the floor are kept as they are
+    mid, lo = at_least_the_floor([ceiling], np.array([2 * ceiling.ceiling_us]), np.array([0.5 * ceiling.ceiling_us]))
+    assert mid[0] == 2 * ceiling.ceiling_us and lo[0] == ceiling.ceiling_us

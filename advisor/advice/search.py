@@ -227,6 +227,7 @@ class Advice:
 def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) -> list[Candidate]:
     """Ceilings and predictions for `configs`, in their order."""
     from advisor.model.features import FEATURES, feature_row
+    from advisor.model.predict import at_least_the_floor
 
     if not configs:
         return []
@@ -235,16 +236,20 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
     rows = [feature_row(c, c.demand, cfg, subject.spec) for c, cfg in zip(ceilings, configs, strict=True)]
     x = np.array([[r[f] for f in FEATURES] for r in rows], dtype=np.float32)
     ceiling_us = np.array([model_ceiling_us(c) for c in ceilings])
-    mid, lo, hi = model.predict_us(ceiling_us, x)
-    out = [Candidate(cfg, c, float(m), (float(a), float(b)), list(c.notes) + notes, model_us=float(m),
+    raw = model.predict_us(ceiling_us, x)
+    mid, lo, hi = at_least_the_floor(ceilings, *raw)
+    # model_us keeps the model's own figure: the per-kernel calibration corrects the model's ratios, not the floor's
+    out = [Candidate(cfg, c, float(m), (float(a), float(b)), list(c.notes) + notes, model_us=float(r),
                      outside_data=bool(notes))
-           for cfg, c, m, a, b, notes in zip(configs, ceilings, mid, lo, hi, model.outside_notes(x), strict=True)]
+           for cfg, c, m, a, b, r, notes in zip(configs, ceilings, mid, lo, hi, raw[0], model.outside_notes(x),
+                                                 strict=True)]
     timings = kernel_timings(subject)
     if timings is not None and timings.points:
         from advisor.model.kernel_calibration import model_log_ratios
 
-        fixed = timings.correct(ceiling_us, *model_log_ratios(model, ceiling_us, x),
-                                configs=[cfg.to_dict() for cfg in configs], launch=subject.label)
+        fixed = at_least_the_floor(ceilings, *timings.correct(ceiling_us, *model_log_ratios(model, ceiling_us, x),
+                                                              configs=[cfg.to_dict() for cfg in configs],
+                                                              launch=subject.label))
         for i, cand in enumerate(out):
             cand.predicted_us, cand.interval = float(fixed[0][i]), (float(fixed[1][i]), float(fixed[2][i]))
             cand.corrected_by = len(timings.points)
