@@ -46,6 +46,8 @@ _BLOCKED = re.compile(r"^#(?P<name>[\w.]+)\s*=\s*#ttg\.blocked<\{sizePerThread\s
 _ARG = re.compile(r"%(?P<name>[\w$.-]+)\s*:\s*(?P<type>[^,()]+?)(?:\s+loc\(|,|\s*\{|$)")
 _TENSOR = re.compile(r"tensor<(?P<dims>(?:\d+x)+)(?P<elem>!tt\.ptr<\w+>|\w+)(?:,\s*#(?P<layout>[\w.]+))?")
 _PTR_ELEM = re.compile(r"!tt\.ptr<(?P<elem>\w+)>")
+_ALIGNED = re.compile(r"%(?P<name>[\w$.-]+)\s*:\s*!tt\.ptr<\w+>\s*\{[^}]*tt\.divisibility\s*=\s*16\b")
+ALIGNED_BYTES = 16  # a pointer argument with `tt.divisibility = 16`: its address is a multiple of 16 bytes
 _FOR = re.compile(r"scf\.for\s+%(?P<iv>[\w$.-]+)\s*=")
 _BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8,
           "f8E4M3FN": 1, "f8E5M2": 1, "f8E4M3FNUZ": 1, "f8E5M2FNUZ": 1}
@@ -107,6 +109,7 @@ def _walk(ir: str, scalars: Mapping[str, object], pid: tuple[int, int, int], gri
     loops: list[dict[str, str]] = []   # per open scf.for: iter_arg -> its init
     broken: set[str] = set()           # loop-carried tensors not advanced by one amount for all lanes
     opened: list[str] = []
+    aligned: set[str] = set()          # pointer arguments Triton specialised as 16-byte aligned
     in_kernel = False
     for at, text in enumerate(ir.splitlines()):
         stripped = text.strip()
@@ -114,7 +117,9 @@ def _walk(ir: str, scalars: Mapping[str, object], pid: tuple[int, int, int], gri
             if "tt.func" in stripped and "public" in stripped:
                 in_kernel = True
                 opened.append("function")
-                for m in _ARG.finditer(stripped[stripped.index("(") + 1:]):
+                head = stripped[stripped.index("(") + 1:]
+                aligned = {a.group("name") for a in _ALIGNED.finditer(head)}
+                for m in _ARG.finditer(head):
                     name, kind = m.group("name"), m.group("type")
                     ptr = _PTR_ELEM.search(kind)
                     if ptr and "tensor" not in kind:
@@ -162,7 +167,7 @@ def _walk(ir: str, scalars: Mapping[str, object], pid: tuple[int, int, int], gri
                 _results_unknown(result, text, env)
                 continue
         if op in ("tt.load", "tt.store"):
-            found[at] = _access(op, body, operands, env, layouts)
+            found[at] = _access(op, body, operands, env, layouts, aligned)
         if result is None:
             continue
         defs[result] = (op, operands)
@@ -385,7 +390,8 @@ def _negate_shift(a, b):
     return UNIFORM
 
 
-def _access(op: str, body: str, operands: list[str], env: Mapping, layouts: Mapping[str, Blocked]):
+def _access(op: str, body: str, operands: list[str], env: Mapping, layouts: Mapping[str, Blocked],
+            aligned: set[str] = frozenset()):
     """(wavefronts of one execution or None, loop-carried tensors it depends on)."""
     types = body.split(" : ", 1)[-1]
     t = _TENSOR.search(types)
@@ -402,12 +408,17 @@ def _access(op: str, body: str, operands: list[str], env: Mapping, layouts: Mapp
     if on.shape != offsets.data.shape or offsets.data.size > MAX_ELEMENTS:
         return None, frozenset()
     loops = offsets.loops | (mask.loops if isinstance(mask, Tile) else frozenset())
-    return request_lines(offsets.data, on, pointer.element_bytes, layout), loops
+    # the base's alignment: 16 bytes where Triton specialised the argument so and nothing unknown moves the addresses
+    known = pointer.argument in aligned and not offsets.shifted
+    alignment = max(pointer.element_bytes, ALIGNED_BYTES) if known else pointer.element_bytes
+    return request_lines(offsets.data, on, pointer.element_bytes, layout, alignment), loops
 
 
-def request_lines(offsets: np.ndarray, on: np.ndarray, element_bytes: int, layout: Blocked) -> float | None:
+def request_lines(offsets: np.ndarray, on: np.ndarray, element_bytes: int, layout: Blocked,
+                  alignment: int | None = None) -> float | None:
     """The least 128-byte-line wavefronts a CTA's warps spend on one tile access: elements at `offsets` (from
-    the base pointer), lanes where `on` is false masked off, under the blocked `layout`."""
+    the base pointer, whose address is a multiple of `alignment` bytes: by default one element), lanes where `on`
+    is false masked off, under the blocked `layout`; counted at the base's position in a line that touches fewest."""
     shape = offsets.shape
     rank = len(shape)
     if rank != len(layout.spt) or not rank:
@@ -457,7 +468,7 @@ def request_lines(offsets: np.ndarray, on: np.ndarray, element_bytes: int, layou
     if not len(a):
         return 0.0
     best = None
-    for shift in range(0, LINE_BYTES, element_bytes):
+    for shift in range(0, LINE_BYTES, alignment or element_bytes):
         line = np.where(lv, (a + shift) // LINE_BYTES, np.iinfo(np.int64).min)
         line.sort(axis=1)
         distinct = (np.diff(line, axis=1) != 0).sum(axis=1) + 1 - (~lv).any(axis=1)

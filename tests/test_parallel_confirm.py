@@ -107,7 +107,11 @@ def test_ctrl_c_during_the_compiles_stops_within_a_second_with_130_and_no_traceb
            "TRITON_ADVISOR_WORKERS": "2", "PYTHONPATH": str(REPO)}
     env.pop("TRITON_INTERPRET", None)
     # A session of its own: the test sends SIGINT to the whole group, as a terminal's Ctrl-C does.
-    proc = subprocess.Popen([sys.executable, "-m", "advisor.cli", "suggest", str(VECTOR_ADD), "--call", ADD_CALL],
+    # The tutorial matmul: dozens of tensor-core compiles, seconds of work even on free cores (the vector add's dozen
+    # finished before the signal twice in loaded CI runs, 2026-11-29: exit 0).
+    matmul = REPO / "tests" / "fixtures" / "styles" / "tut03_matmul.py"
+    call = "matmul(randn(1024, 1024, f16), randn(1024, 1024, f16))"
+    proc = subprocess.Popen([sys.executable, "-m", "advisor.cli", "suggest", str(matmul), "--call", call],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -117,10 +121,7 @@ def test_ctrl_c_during_the_compiles_stops_within_a_second_with_130_and_no_traceb
             time.sleep(0.1)
             workers = [p for p in _children(proc.pid) if "spawn" in _cmdline(p)]
         assert len(workers) == 2, "the compile workers never started"
-        # Into the compiles, not past them: the vector add's dozen compiles take about 2 s on two free cores, and a
-        # 1.5 s wait let the command finish first on a loaded CI machine (exit 0, 2026-11-29): the signal now goes
-        # while the workers are still starting or compiling.
-        time.sleep(0.3)
+        time.sleep(0.5)  # into the compiles
         assert proc.poll() is None
         os.killpg(proc.pid, signal.SIGINT)
         sent = time.monotonic()

@@ -52,6 +52,11 @@ def test_a_thread_s_contiguous_elements_are_one_vector_and_the_alignment_is_the_
     assert request_lines(np.arange(128), np.ones(128, dtype=bool), 4, vec) == 4
     # the same bytes misaligned by 8 bytes would touch 5 lines; the base's alignment is not known: 4 counted
     assert request_lines(np.arange(128) + 2, np.ones(128, dtype=bool), 4, vec) == 4
+    # a warp's 128 contiguous bytes 8 bytes into a base known 16-byte aligned (`tt.divisibility = 16`) cross a line
+    # wherever the base lies: 2; aligned to an element only, the base may sit 8 bytes before a line: 1
+    row = np.arange(32) + 2
+    assert request_lines(row, np.ones(32, dtype=bool), 4, ONE_WARP_ROW, alignment=16) == 2
+    assert request_lines(row, np.ones(32, dtype=bool), 4, ONE_WARP_ROW) == 1
     # two rows a warp (lanes along the fastest dimension of a 2-D tile): row r at r * 4096 elements
     tile = Blocked(spt=(1, 1), tpw=(2, 16), wpc=(1, 1), order=(1, 0))
     offsets = np.arange(2)[:, None] * 4096 + np.arange(16)[None, :]
