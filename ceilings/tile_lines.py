@@ -15,8 +15,9 @@ arithmetic on program ids, known scalar arguments and constants; masks from the 
 determine but that is one number for every lane (a loop's induction variable, a scalar loaded from memory, a
 loop-carried scalar) only moves every address of a request by the same amount; each access is counted at the
 alignment that touches the fewest lines (a base pointer lies at a multiple of 16 bytes where Triton specialised it
-as divisible by 16 and nothing unknown moves the addresses, else at a multiple of its element). What else is not known (a gathered index, a mask from data, a tensor carried around a loop other than
-advanced by one amount for all lanes, a layout other than `#ttg.blocked`) makes the access count nothing.
+as divisible by 16 and nothing unknown moves the addresses, else at a multiple of its element). What else is not
+known (a gathered index, a mask from data, a tensor carried around a loop other than advanced by one amount for all
+lanes, a layout other than `#ttg.blocked`) makes the access count nothing.
 
 Every choice errs to fewer wavefronts: each element counted once per CTA (lanes holding copies of it do not load
 it again), each thread's contiguous elements taken as one vector of up to 16 bytes (the compiler may split it,
