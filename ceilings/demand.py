@@ -161,14 +161,19 @@ def _demand(launch: Launch, compiled: CompiledKernel, ir: KernelIR, placement: P
                   rewritten_bytes=rewritten)
 
 
+def _access_runs(ir: KernelIR, classes: CTAClasses, i: int, floor: bool) -> np.ndarray:
+    """Per CTA class, the executions of the IR's access `i` that move data: how often its region runs, times the
+    share a scalar predicate or a TMA box's bounds leave on (all where not determined)."""
+    return region_runs(ir, ir.accesses[i].region, classes, floor) * np.nan_to_num(classes.access_share[i], nan=1.0)
+
+
 def _global_wavefronts(ir: KernelIR, classes: CTAClasses, floor: bool, lines: dict[int, float]) -> np.ndarray:
     """Per CTA class, the L1 data-pipe wavefronts of the tile loads and stores `ceilings.tile_lines` determined: each
-    access's wavefronts per execution times how often its region runs (and the share a scalar predicate leaves on)."""
+    access's wavefronts per execution times its executions that move data."""
     out = np.zeros(len(classes.counts))
     for i, access in enumerate(ir.accesses):
         if access.at in lines and access.kind in ("load", "store"):
-            runs = region_runs(ir, access.region, classes, floor) * np.nan_to_num(classes.access_share[i], nan=1.0)
-            out += runs * lines[access.at]
+            out += _access_runs(ir, classes, i, floor) * lines[access.at]
     return out
 
 
@@ -206,7 +211,7 @@ def _dram_bytes(launch: Launch, ir: KernelIR, classes: CTAClasses, floor: bool, 
     for i, access in enumerate(ir.accesses):
         if access.argument in footprint:
             # Predicated-off copies and TMA box parts outside the tensor move nothing.
-            runs = region_runs(ir, access.region, classes, floor) * np.nan_to_num(classes.access_share[i], nan=1.0)
+            runs = _access_runs(ir, classes, i, floor)
             moved = float(classes.counts @ runs) * access.elements * access.element_bytes
             if access.kind == "load":
                 moved = min(moved, _distinct_bytes(ir, classes, access, runs))
@@ -252,7 +257,7 @@ def dram_traffic(launch: Launch, ir: KernelIR, classes: CTAClasses) -> DramTraff
     accesses = []
     for i, access in enumerate(ir.accesses):
         if access.argument in footprint:
-            runs = region_runs(ir, access.region, classes, False) * np.nan_to_num(classes.access_share[i], nan=1.0)
+            runs = _access_runs(ir, classes, i, False)
             accesses.append(StreamAccess(access.argument, access.kind, _bytes_per_cta(ir, classes, access, runs),
                                          access.stream))
     return DramTraffic(footprint, accesses, ir.share)

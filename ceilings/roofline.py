@@ -287,6 +287,10 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
         dram_bytes += rewritten
         notes.append(f"{demand.rewritten_bytes / 1e6:.1f} MB written in place: at most the {spec.l2_bytes >> 20} MB L2 "
                      f"can still hold them dirty when the launch ends, so {rewritten / 1e6:.1f} MB reach DRAM in it")
+    def smem_us(key: str) -> float:
+        return demand.busiest_sm_work(key, sms) / (rates.smem_tbs * 1e12 / sms) * 1e6
+
+    l1_key = demand.l1_key()
     pipelines: dict[str, float | None] = {
         "tensor": tensor_us,
         "fma": issue_us("fma", fma_instr_rate),
@@ -295,7 +299,7 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
         "lsu": issue_us("lsu", rates.lsu_ginst * 1e9),
         # The L1's data stage: shared-memory bytes and, on the generic path, 128 B for each line a global tile
         # access's warp request touches (`ceilings.tile_lines`); both pass it at 128 B a cycle per SM.
-        "smem": demand.busiest_sm_work(demand.l1_key(), sms) / (rates.smem_tbs * 1e12 / sms) * 1e6,
+        "smem": smem_us(l1_key),
         "l2": None if rates.l2_tbs is None else demand.l2_bytes / (rates.l2_tbs * 1e12) * 1e6,
         "dram": dram_bytes / (rates.dram_tbs * 1e12) * 1e6,
         "launch": rates.launch_us,
@@ -325,7 +329,7 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
                   ctas_per_sm=per_sm, rates_source=rates.source, demand_source=demand.source, notes=notes,
                   demand=demand)
     # The models were fitted on shared-memory time alone and on the chain by the warp and CTA limits.
-    smem_alone = demand.busiest_sm_work("smem", sms) / (rates.smem_tbs * 1e12 / sms) * 1e6
+    smem_alone = pipelines["smem"] if l1_key == "smem" else smem_us("smem")
     if chain_by_limits != chain_us or smem_alone != pipelines["smem"]:
         model_pipes = {**pipelines, "smem": smem_alone}
         if issue_us is not None:

@@ -86,13 +86,14 @@ def access_lines(ttgir: str, scalars: Mapping[str, object], grid: Sequence[int])
                for m in map(_BLOCKED.match, ttgir.splitlines()) if m}
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
     total = math.prod(grid)
-    if total <= 0 or not layouts:
+    program = _read(ttgir)
+    if total <= 0 or not layouts or program is None:
         return {}
     flat = np.unique(np.linspace(0, total - 1, min(SAMPLE_CTAS, total)).round().astype(np.int64))
     sums: dict[int, float] = {}
     for index in flat:
         pid = (int(index % grid[0]), int(index // grid[0] % grid[1]), int(index // (grid[0] * grid[1])))
-        lines = _walk(ttgir, scalars, pid, grid, layouts)
+        lines = _walk(program, scalars, pid, grid, layouts)
         for at, n in lines.items():
             if n is None or (at in sums and sums[at] is None):
                 sums[at] = None
@@ -101,7 +102,47 @@ def access_lines(ttgir: str, scalars: Mapping[str, object], grid: Sequence[int])
     return {at: n / len(flat) for at, n in sums.items() if n is not None}
 
 
-def _walk(ir: str, scalars: Mapping[str, object], pid: tuple[int, int, int], grid: tuple[int, int, int],
+@dataclass(frozen=True)
+class _Line:
+    """One line of the public function's body, parsed once for every sampled CTA's walk."""
+
+    at: int                     # its index in the IR text
+    text: str
+    closes: bool                # starts with "}" (a region ends; "} else {" also opens one)
+    opens: bool                 # ends with "{"
+    op: str | None
+    body: str                   # what follows the op, without its location
+    operands: list[str]         # SSA names before the type
+    result: str | None
+
+
+@dataclass(frozen=True)
+class _Program:
+    arguments: list[tuple[str, str]]  # (name, type) of the public function's arguments
+    aligned: frozenset[str]           # pointer arguments Triton specialised as 16-byte aligned
+    lines: list[_Line]
+
+
+def _read(ir: str) -> _Program | None:
+    """The public function's arguments and body lines, parsed (None: no public function)."""
+    texts = ir.splitlines()
+    for i, text in enumerate(texts):
+        stripped = text.strip()
+        if "tt.func" in stripped and "public" in stripped:
+            head = stripped[stripped.index("(") + 1:]
+            lines = []
+            for at, line in enumerate(texts[i + 1:], i + 1):
+                stripped = line.strip()
+                op, rest, result = (None, "", None) if stripped.startswith("}") else parse_op(line)
+                body = rest.split(" loc(")[0]
+                lines.append(_Line(at, line, stripped.startswith("}"), stripped.endswith("{"), op, body,
+                                   [v[1:] for v in VALUE.findall(body.split(" : ")[0])], result))
+            return _Program([(m.group("name"), m.group("type")) for m in _ARG.finditer(head)],
+                            frozenset(a.group("name") for a in _ALIGNED.finditer(head)), lines)
+    return None
+
+
+def _walk(program: _Program, scalars: Mapping[str, object], pid: tuple[int, int, int], grid: tuple[int, int, int],
           layouts: Mapping[str, Blocked]) -> dict[int, float | None]:
     """One CTA's walk: per access, the wavefronts of one execution (None: not determined)."""
     env: dict[str, object] = {}
@@ -109,40 +150,27 @@ def _walk(ir: str, scalars: Mapping[str, object], pid: tuple[int, int, int], gri
     found: dict[int, tuple[float | None, frozenset]] = {}
     loops: list[dict[str, str]] = []   # per open scf.for: iter_arg -> its init
     broken: set[str] = set()           # loop-carried tensors not advanced by one amount for all lanes
-    opened: list[str] = []
-    aligned: set[str] = set()          # pointer arguments Triton specialised as 16-byte aligned
-    in_kernel = False
-    for at, text in enumerate(ir.splitlines()):
-        stripped = text.strip()
-        if not in_kernel:
-            if "tt.func" in stripped and "public" in stripped:
-                in_kernel = True
-                opened.append("function")
-                head = stripped[stripped.index("(") + 1:]
-                aligned = {a.group("name") for a in _ALIGNED.finditer(head)}
-                for m in _ARG.finditer(head):
-                    name, kind = m.group("name"), m.group("type")
-                    ptr = _PTR_ELEM.search(kind)
-                    if ptr and "tensor" not in kind:
-                        env[name] = Ptr(name, _BYTES.get(ptr.group("elem"), 0), 0)
-                    elif isinstance(scalars.get(name), int | bool):
-                        env[name] = int(scalars[name])
-                    else:
-                        env[name] = UNIFORM
-            continue
-        if stripped.startswith("}"):
+    opened: list[str] = ["function"]
+    for name, kind in program.arguments:
+        ptr = _PTR_ELEM.search(kind)
+        if ptr and "tensor" not in kind:
+            env[name] = Ptr(name, _BYTES.get(ptr.group("elem"), 0), 0)
+        elif isinstance(scalars.get(name), int | bool):
+            env[name] = int(scalars[name])
+        else:
+            env[name] = UNIFORM
+    for line in program.lines:
+        if line.closes:
             if opened and opened.pop() == "for" and loops:
                 loops.pop()
-            if stripped.rstrip().endswith("{"):
+            if line.opens:
                 opened.append("inline")
             elif not opened:
                 break
             continue
-        op, rest, result = parse_op(text)
+        op, body, operands, result = line.op, line.body, line.operands, line.result
         if op is None:
             continue
-        body = rest.split(" loc(")[0]
-        operands = [v[1:] for v in VALUE.findall(body.split(" : ")[0])]
         if op == "scf.for":
             carried = {}
             iters = body[body.find("iter_args(") + len("iter_args("):] if "iter_args(" in body else ""
@@ -155,20 +183,20 @@ def _walk(ir: str, scalars: Mapping[str, object], pid: tuple[int, int, int], gri
                 env[f.group("iv")] = UNIFORM
             loops.append(carried)
             opened.append("for")
-            _results_unknown(result, text, env)
+            _results_unknown(result, line.text, env)
             continue
         if op == "scf.yield" and opened and opened[-1] == "for" and loops:
             for (arg, _), value in zip(loops[-1].items(), operands, strict=False):
                 if not _advanced_uniformly(value, arg, defs, env):
                     broken.add(arg)
             continue
-        if stripped.endswith("{"):
+        if line.opens:
             opened.append("inline")
             if op.startswith("scf.") or op == "tt.reduce":
-                _results_unknown(result, text, env)
+                _results_unknown(result, line.text, env)
                 continue
         if op in ("tt.load", "tt.store"):
-            found[at] = _access(op, body, operands, env, layouts, aligned)
+            found[line.at] = _access(op, body, operands, env, layouts, program.aligned)
         if result is None:
             continue
         defs[result] = (op, operands)
@@ -198,8 +226,9 @@ def _carried(init, arg: str):
 
 def _advanced_uniformly(value: str, arg: str, defs: Mapping, env: Mapping) -> bool:
     """Whether a yielded value is the loop-carried `arg` itself or it plus a scalar or splat amount."""
-    if value == arg or not isinstance(env.get(arg), Tile | Ptr) or not isinstance(
-            getattr(env.get(arg), "offset", env.get(arg)), Tile):
+    carried = env.get(arg)
+    tile = carried.offset if isinstance(carried, Ptr) else carried
+    if value == arg or not isinstance(tile, Tile):  # a scalar is one value for every lane whatever the loop does
         return True
     op, operands = defs.get(value, (None, []))
     if op in ("tt.addptr", "arith.addi", "arith.subi") and len(operands) == 2 and operands[0] == arg:
@@ -276,7 +305,7 @@ def _evaluate(op: str, body: str, operands: list[str], env: Mapping[str, object]
         return int(a) if isinstance(a, bool | np.bool_) else a
     if op == "arith.cmpi" and len(args) == 2:
         predicate = body.split(",")[0].strip()
-        return _lanewise(CMP.get(predicate), args, exact=True)
+        return _lanewise(CMP.get(predicate), args)
     if op == "arith.select" and len(args) == 3:
         c, a, b = args
         if isinstance(c, Tile | bool | np.bool_) and not _shifted(c):
@@ -288,15 +317,13 @@ def _evaluate(op: str, body: str, operands: list[str], env: Mapping[str, object]
     if op in BINARY and len(args) == 2:
         a, b = args
         if _is_bool(a) and _is_bool(b) and op in LOGICAL:
-            return _lanewise(LOGICAL[op], args, exact=True)
+            return _lanewise(LOGICAL[op], args)
         if op in ("arith.addi", "arith.subi"):
-            if op == "arith.subi" and (b is UNIFORM or _shifted(b)):
-                return _negate_shift(a, b)
             return _add(a, b, subtract=op == "arith.subi")
         if op == "arith.muli" and (_shifted(a) or _shifted(b) or UNIFORM in (a, b)):
             # (x + u) * c = x * c + u * c: a uniform shift times one value for all lanes stays uniform
             x, c = (a, b) if (_shifted(a) or a is UNIFORM) else (b, a)
-            if x is UNIFORM and (c is UNIFORM or _is_uniform(c)):
+            if x is UNIFORM and _is_uniform(c):
                 return UNIFORM if not isinstance(c, Tile) else Tile(np.zeros_like(c.data), True, c.loops)
             if isinstance(x, Tile) and _is_uniform(c) and not _shifted(c) and c is not UNIFORM:
                 k = c.data.flat[0] if isinstance(c, Tile) else c
@@ -304,7 +331,7 @@ def _evaluate(op: str, body: str, operands: list[str], env: Mapping[str, object]
             return None
         if op in DIVIDING and _any_zero(b):
             return None
-        return _lanewise(BINARY[op], args, exact=True)
+        return _lanewise(BINARY[op], args)
     return None
 
 
@@ -352,8 +379,10 @@ def _tile_or_scalar(data: np.ndarray, *like):
     return data.item()
 
 
-def _lanewise(fn, args, exact: bool):
-    if fn is None or any(a is UNIFORM or isinstance(a, Ptr) or (exact and _shifted(a)) for a in args):
+def _lanewise(fn, args):
+    """fn over known values (a scalar, or a tile where any is one); where a value is unknown, UNIFORM for scalars
+    (one value for every lane), None for tiles."""
+    if fn is None or any(a is UNIFORM or isinstance(a, Ptr) or _shifted(a) for a in args):
         return None if any(isinstance(a, Tile) for a in args) or fn is None else UNIFORM
     data = [a.data if isinstance(a, Tile) else np.asarray(a) for a in args]
     with np.errstate(all="ignore"):
@@ -362,7 +391,8 @@ def _lanewise(fn, args, exact: bool):
 
 
 def _add(a, b, subtract: bool = False):
-    """a + b (or a - b) where either may carry a uniform unknown part."""
+    """a + b (or a - b) where either may carry a uniform unknown part (a - (x + u) = (a - x) - u: still one unknown
+    amount for every lane)."""
     if a is None or b is None or isinstance(b, Ptr):
         return None
     if a is UNIFORM and b is UNIFORM:
@@ -379,16 +409,6 @@ def _add(a, b, subtract: bool = False):
         loops = frozenset().union(*(x.loops for x in (a, b) if isinstance(x, Tile)))
         return Tile(np.asarray(data, dtype=np.int64), _shifted(a) or _shifted(b), loops)
     return int(a) - int(b) if subtract else int(a) + int(b)
-
-
-def _negate_shift(a, b):
-    """a - b where b carries an unknown uniform part: a - b.data minus a uniform amount."""
-    if isinstance(b, Tile):
-        base = _add(a, Tile(b.data, False, b.loops), subtract=True)
-        return Tile(base.data, True, base.loops) if isinstance(base, Tile) else UNIFORM
-    if isinstance(a, Tile):
-        return Tile(a.data, True, a.loops)
-    return UNIFORM
 
 
 def _access(op: str, body: str, operands: list[str], env: Mapping, layouts: Mapping[str, Blocked],
@@ -449,16 +469,12 @@ def request_lines(offsets: np.ndarray, on: np.ndarray, element_bytes: int, layou
     run = layout.spt[o0]
     vec = max(1, min(run, MAX_VECTOR_BYTES // element_bytes))
     reg_axis = 2 + o0
-    while vec > 1:
-        n = addr.shape[reg_axis]
-        chunks = np.moveaxis(addr, reg_axis, -1).reshape(*addr.shape[:reg_axis], *addr.shape[reg_axis + 1:],
-                                                         n // vec, vec)
-        if n % vec == 0 and np.all(np.diff(chunks, axis=-1) == element_bytes):
-            break
-        vec //= 2
     a = np.moveaxis(addr, reg_axis, -1)
     lv = np.moveaxis(live, reg_axis, -1)
     n = a.shape[-1]
+    while vec > 1 and not (n % vec == 0 and np.all(np.diff(a.reshape(*a.shape[:-1], n // vec, vec), axis=-1)
+                                                   == element_bytes)):
+        vec //= 2
     # requests: (warp, other registers, chunk) -> lanes x vec addresses
     a = a.reshape(*a.shape[:-1], n // vec, vec)
     lv = lv.reshape(*lv.shape[:-1], n // vec, vec)
