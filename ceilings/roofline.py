@@ -11,7 +11,8 @@ binds and holds it).
 
 DRAM bytes are the demand's compulsory bytes (left out when the working set fits in the L2 and launches run
 back to back), plus, of the bytes a launch writes in place (`Demand.rewritten_bytes`), what the L2 cannot still
-hold dirty when it ends (`written_back_bytes`).
+hold dirty when it ends (`written_back_bytes`). Every byte is charged at the read rate: mixes of reads and
+writes in the corpus's own kernels ran at 0.95-0.99 of it (benchmarks/RESULTS.md section 63).
 
 When CTAs differ in work (`Demand.cta_classes`: a persistent grid-stride loop gives some CTAs one
 row more; CTAs past a bound exit at once), the busiest SM's share of each pipeline is bounded below
@@ -74,6 +75,21 @@ class Demand:
     # Bytes written to tensors the launch also reads (in place), which dram_bytes counts once: the roofline
     # adds what of them the L2 cannot still hold dirty when the launch ends (`written_back_bytes`).
     rewritten_bytes: float = 0.0
+    # Of the compulsory bytes, those loads (and atomics) read and those plain stores write (the generic path; 0:
+    # not split), for comparison with a profiler's DRAM reads and writes (`demand_detail`).
+    read_bytes: float = 0.0
+    written_bytes: float = 0.0
+    # (DRAM bytes, working set, rewritten bytes) as the shipped models were fitted on them, where the floor's
+    # differ: an access masked by loaded data counted in full (RESULTS 63). None: the same (`for_model`).
+    model_bytes: tuple[float, float, float] | None = None
+
+    def for_model(self) -> Demand:
+        """This demand with the bytes the shipped models were fitted on (`model_bytes`)."""
+        if self.model_bytes is None:
+            return self
+        dram, working_set, rewritten = self.model_bytes
+        return dataclasses.replace(self, dram_bytes=dram, working_set_bytes=working_set, rewritten_bytes=rewritten,
+                                   model_bytes=None)
 
     def busiest_sm_work(self, key: str, sms: int) -> float:
         """A lower bound on the busiest SM's share of `key` ("tensor", a pipeline, "smem")."""
@@ -169,6 +185,7 @@ def demand_detail(demand: Demand) -> dict:
                                  if p in d.instructions_per_cta or d.cta_classes},
                 "tensor_flops": round(d.total("tensor"), 1),
                 "bytes": {"l2": round(d.l2_bytes, 1), "dram": round(d.dram_bytes, 1),
+                          "dram_read": round(d.read_bytes, 1), "dram_written": round(d.written_bytes, 1),
                           "shared": round(d.total("smem"), 1), "l1_data_stage": round(d.total(d.l1_key()), 1)},
                 "working_set_bytes": round(d.working_set_bytes if d.working_set_bytes is not None else d.dram_bytes, 1),
                 "ctas": d.ctas, "working_ctas": d.active_ctas}
@@ -213,6 +230,25 @@ def issue_floors(demand: Demand, spec: GPUSpec) -> tuple[float | None, float | N
         return max(longest, busiest / warps_resident) / clock * 1e6
 
     return issue_us, chain_us(resident), chain_us(by_limits)
+
+
+def _dram_us(demand: Demand, spec: GPUSpec, rates: Rates, warm_l2: bool, notes: list[str]) -> float:
+    """The DRAM time of a demand's compulsory bytes (none where the working set fits in a warm L2) and of the
+    in-place bytes the L2 cannot still hold dirty at the end, at the read rate; says why in `notes`."""
+    dram_bytes = demand.dram_bytes
+    # The working set is what the launch touches (the expected bytes where the DRAM bytes are a
+    # floor): a floor that fits says nothing about whether the data does.
+    working_set = demand.working_set_bytes if demand.working_set_bytes is not None else demand.dram_bytes
+    if warm_l2 and spec.l2_bytes and dram_bytes and working_set <= spec.l2_bytes:
+        dram_bytes = 0.0
+        notes.append(f"warm L2: the {working_set / 1e6:.1f} MB working set fits in the {spec.l2_bytes >> 20} MB L2, "
+                     "so back-to-back launches may not touch DRAM; DRAM time left out")
+    rewritten = written_back_bytes(demand.rewritten_bytes, spec.l2_bytes)
+    if rewritten:
+        dram_bytes += rewritten
+        notes.append(f"{demand.rewritten_bytes / 1e6:.1f} MB written in place: at most the {spec.l2_bytes >> 20} MB L2 "
+                     f"can still hold them dirty when the launch ends, so {rewritten / 1e6:.1f} MB reach DRAM in it")
+    return dram_bytes / (rates.dram_tbs * 1e12) * 1e6
 
 
 def written_back_bytes(rewritten: float, l2_bytes: int | None) -> float:
@@ -274,19 +310,7 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
         return demand.busiest_sm_work(pipe, sms) / (warp_instr_per_s_chip / sms) * 1e6
 
     fma_instr_rate = rates.fma_tflops * 1e12 / 2 / 32  # FMAs/s over 32 lanes -> warp instructions/s
-    dram_bytes = demand.dram_bytes
-    # The working set is what the launch touches (the expected bytes where the DRAM bytes are a
-    # floor): a floor that fits says nothing about whether the data does.
-    working_set = demand.working_set_bytes if demand.working_set_bytes is not None else demand.dram_bytes
-    if warm_l2 and spec.l2_bytes and dram_bytes and working_set <= spec.l2_bytes:
-        dram_bytes = 0.0
-        notes.append(f"warm L2: the {working_set / 1e6:.1f} MB working set fits in the {spec.l2_bytes >> 20} MB L2, "
-                     "so back-to-back launches may not touch DRAM; DRAM time left out")
-    rewritten = written_back_bytes(demand.rewritten_bytes, spec.l2_bytes)
-    if rewritten:
-        dram_bytes += rewritten
-        notes.append(f"{demand.rewritten_bytes / 1e6:.1f} MB written in place: at most the {spec.l2_bytes >> 20} MB L2 "
-                     f"can still hold them dirty when the launch ends, so {rewritten / 1e6:.1f} MB reach DRAM in it")
+    dram_us = _dram_us(demand, spec, rates, warm_l2, notes)
     def smem_us(key: str) -> float:
         return demand.busiest_sm_work(key, sms) / (rates.smem_tbs * 1e12 / sms) * 1e6
 
@@ -301,7 +325,7 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
         # access's warp request touches (`ceilings.tile_lines`); both pass it at 128 B a cycle per SM.
         "smem": smem_us(l1_key),
         "l2": None if rates.l2_tbs is None else demand.l2_bytes / (rates.l2_tbs * 1e12) * 1e6,
-        "dram": dram_bytes / (rates.dram_tbs * 1e12) * 1e6,
+        "dram": dram_us,
         "launch": rates.launch_us,
     }
     fp64_us = issue_us("fp64", rates.fp64_ginst * 1e9)
@@ -328,10 +352,12 @@ def roofline(demand: Demand, rates: Rates, config: dict | None = None, warm_l2: 
                   pipelines=pipelines, ctas=demand.ctas, active_ctas=demand.active_ctas, waves=waves,
                   ctas_per_sm=per_sm, rates_source=rates.source, demand_source=demand.source, notes=notes,
                   demand=demand)
-    # The models were fitted on shared-memory time alone and on the chain by the warp and CTA limits.
+    # The models were fitted on shared-memory time alone, on the chain by the warp and CTA limits and on DRAM
+    # bytes that counted accesses masked by loaded data in full.
     smem_alone = pipelines["smem"] if l1_key == "smem" else smem_us("smem")
-    if chain_by_limits != chain_us or smem_alone != pipelines["smem"]:
-        model_pipes = {**pipelines, "smem": smem_alone}
+    model_dram = dram_us if demand.model_bytes is None else _dram_us(demand.for_model(), spec, rates, warm_l2, [])
+    if chain_by_limits != chain_us or smem_alone != pipelines["smem"] or model_dram != dram_us:
+        model_pipes = {**pipelines, "smem": smem_alone, "dram": model_dram}
         if issue_us is not None:
             model_pipes["chain"] = chain_by_limits
         model_binding, model_ceiling, model_pipes = _bind(model_pipes, rates.launch_us, dispatch)

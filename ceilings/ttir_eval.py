@@ -107,6 +107,9 @@ class Access:
     # on memory (a gathered index) or on a scalar not evaluated. For `ceilings.dram`'s L2 reuse.
     stream: np.ndarray | None = None
     at: int = -1              # the index of its line in the IR text (`ceilings.tile_lines` keys accesses by it)
+    # Its mask derives from values loaded from memory (a padding mask, a token's validity) and `share` is not
+    # known: how many of its elements move depends on data the launch does not carry, possibly none.
+    mask_from_memory: bool = False
 
 
 @dataclass
@@ -254,6 +257,9 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
     accesses: list[Access] = []
     base_of: dict[str, str] = {}  # SSA value -> the pointer argument it derives from
     feeds: dict[str, frozenset[str]] = {}  # SSA value -> per-CTA scalars it derives from ("?": memory)
+    # SSA values not evaluated that derive from a load not evaluated either: data the launch does not carry (a
+    # load of a small integer tensor whose contents it carries is evaluated, and what follows from it known).
+    from_unknown_data: set[str] = set()
     scopes: list[tuple[str, int]] = []  # (kind, region) per open brace
     blocks: dict[str, int] = {}          # cf block label -> region
     edges: list[tuple[int, str, object]] = []  # (from region, to label, condition or True)
@@ -391,6 +397,7 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             access = _access(op, rest, here, base_of)
             access.at = at
             access.share = _access_share(op, rest, env, predicate_of, shapes, access.argument, expanded, evaluated)
+            access.mask_from_memory = access.share is None and _mask_operand(op, rest) in from_unknown_data
             # The data it addresses: the pointer operand's scalars, and a descriptor copy's coordinates.
             addressed = [v[1:] for v in _VALUE.findall(rest.split(" : ")[0])]
             pointer = next((o for o in addressed if o in base_of), None)
@@ -416,6 +423,8 @@ def read_kernel_ir(ir: str, scalars: Mapping[str, object], grid: Sequence[int] |
             base_of[result] = traced
         value = _evaluate(op, rest, env, pids, num_programs, values)
         env[result] = np.asarray(value) if isinstance(value, np.generic) else value
+        if value is None and (op in _MEMORY_OPS or any(o in from_unknown_data for o in operands)):
+            from_unknown_data.add(result)
     _block_conditions(regions, blocks, edges)
     return KernelIR(arguments, regions, accesses, total, evaluated, share)
 
@@ -566,6 +575,19 @@ def _access_share(op: str, rest: str, env: Mapping[str, object], predicate_of: M
     if share is None:
         return None
     return np.asarray(_per_cta(share, expanded, evaluated), dtype=float)
+
+
+def _mask_operand(op: str, rest: str) -> str | None:
+    """The name of a memory op's element mask, None where it has none: `... mask %m` (an asynchronous copy),
+    `tt.load %ptr, %mask[, %other]`, `tt.store %ptr, %value, %mask`, `tt.atomic_rmw kind, sem, scope, %ptr, %value,
+    %mask`."""
+    body = rest.split(" : ")[0]
+    if " mask " in body:
+        found = _VALUE.search(body.split(" mask ", 1)[1])
+        return found.group(0)[1:] if found else None
+    operands = [v[1:] for v in _VALUE.findall(body)]
+    position = {"tt.load": 1, "tt.store": 2, "tt.atomic_rmw": 2}.get(op)
+    return operands[position] if position is not None and len(operands) > position else None
 
 
 def _inside_box(body: str, rest: str, env: Mapping[str, object], shape: Sequence[int]) -> np.ndarray | None:

@@ -79,6 +79,7 @@ def tile_sizes(config: Config) -> dict[str, float]:
 
 def feature_row(ceiling: Ceiling, demand: Demand, config: Config, spec: GPUSpec) -> dict[str, float]:
     ceiling = ceiling.model_view or ceiling  # the ceiling as the models were trained on (roofline.Ceiling)
+    demand = demand.for_model()  # and the bytes (roofline.Demand.model_bytes)
     c = ceiling.ceiling_us
     row: dict[str, float] = {"log_ceiling_us": _log(c), "binding_index": float(PIPELINES.index(ceiling.binding))}
     for p in PIPELINES:
