@@ -55,6 +55,7 @@ SET_FILES: dict[int, dict[str, list[str]]] = {
     # held out from the shipped model (RESULTS 61); the decode step's rows as re-timed after the faults it found
     13: {"h200": ["fresh_user13_h200_fixed.json"]},
     14: {"h200": ["fresh_user14_h200_a.json", "fresh_user14_h200_b.json"]},   # held out (RESULTS 62)
+    15: {"h100": ["fresh_user15_h100_a.json", "fresh_user15_h100_b.json"]},   # held out (RESULTS 63)
 }
 MARGIN_Z = (0.0, 0.25, 0.5, 0.67, 0.8416, 1.2)
 
