@@ -12,7 +12,7 @@ binds and holds it).
 DRAM bytes are the demand's compulsory bytes (left out when the working set fits in the L2 and launches run
 back to back), plus, of the bytes a launch writes in place (`Demand.rewritten_bytes`), what the L2 cannot still
 hold dirty when it ends (`written_back_bytes`). Every byte is charged at the read rate: mixes of reads and
-writes in the corpus's own kernels ran at 0.95-0.99 of it (benchmarks/RESULTS.md section 63).
+writes in the corpus's own kernels ran at 0.93-0.99 of it (benchmarks/RESULTS.md section 63).
 
 When CTAs differ in work (`Demand.cta_classes`: a persistent grid-stride loop gives some CTAs one
 row more; CTAs past a bound exit at once), the busiest SM's share of each pipeline is bounded below

@@ -561,11 +561,9 @@ def _access_share(op: str, rest: str, env: Mapping[str, object], predicate_of: M
     predicate = None
     if op == "ttng.async_tma_copy_global_to_local" and operands:
         predicate = operands[-1]  # copy %desc[coords] %buffer, %barrier, %predicate
-    elif " mask " in body:
-        mask = _VALUE.search(body.split(" mask ", 1)[1])
-        predicate = predicate_of.get(mask.group(0)[1:]) if mask else None
-    elif op == "tt.load" and len(operands) >= 2:
-        predicate = predicate_of.get(operands[1])
+    elif " mask " in body or op == "tt.load":  # a store's or an atomic's mask is not evaluated here
+        mask = _mask_operand(op, rest)
+        predicate = predicate_of.get(mask) if mask is not None else None
     share = env.get(predicate) if predicate is not None else None
     share = share.astype(float) if isinstance(share, np.ndarray) and share.dtype == bool else None
     if op in ("ttng.async_tma_copy_global_to_local", "tt.descriptor_load") and argument in shapes:

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ceilings.hardware import load_calibration, resolve_gpu  # noqa: E402
+from ceilings.roofline import _bind  # noqa: E402  (the roofline's own rule for which terms bind)
 
 
 def rebound(doc: dict, read_tbs: float, write_tbs: float | None, l2: float, launch_us: float) -> float:
@@ -40,8 +41,9 @@ def rebound(doc: dict, read_tbs: float, write_tbs: float | None, l2: float, laun
     if write_tbs and pipes.get("dram") and floor.get("dram_written"):
         split = floor["dram_read"] / (read_tbs * 1e12) + max(0.0, floor["dram_written"] - l2) / (write_tbs * 1e12)
         pipes["dram"] = max(pipes["dram"], split * 1e6)
-    work = [v for k, v in pipes.items() if k not in ("launch", "l2") and v is not None]
-    return max(max(work, default=0.0) + launch_us, pipes.get("launch") or 0.0)
+    # A stored launch term above the launch floor is the empty kernel's time of the grid (`roofline._bind`).
+    dispatch = pipes["launch"] if (pipes.get("launch") or 0.0) > launch_us else None
+    return _bind(pipes, launch_us, dispatch)[1]
 
 
 def main(argv=None) -> int:

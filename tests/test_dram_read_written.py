@@ -2,7 +2,7 @@
 `Demand.written_bytes`, `advisor ceiling --detail`'s `dram_read` / `dram_written`, to set beside a profiler's
 dram__bytes_read / dram__bytes_write), on kernels whose bytes are known by construction
 (tests/fixtures/written_back_kernels.py, compiled for sm_90 without a GPU). The floor charges both at the read
-rate (RESULTS 63: the corpus's read/write mixes ran at 0.95-0.99 of it)."""
+rate (RESULTS 63: the corpus's read/write mixes ran at 0.93-0.99 of it)."""
 
 from __future__ import annotations
 
