@@ -142,10 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
 
     p = sub.add_parser("calibrate", help="(GPU) measure this GPU's sustained rates, or calibrate for one kernel",
-                       description="Microbenchmarks (DRAM read and copy, L2 read, bf16/fp8 tensor, FP32 FMA, XU, "
-                                   "empty-kernel launch) timed with CUDA graphs; writes the GPU's calibration file. "
+                       description="Microbenchmarks (DRAM read, copy and a read/write stream, L2 read, bf16/fp8 "
+                                   "tensor, FP32 FMA, XU, empty-kernel launch) timed with CUDA graphs; writes the "
+                                   "GPU's calibration file. "
                                    "With --kernel: a short adaptive sweep of one kernel's configs whose timings "
-                                   "correct the latency model for that kernel (kept in ~/.cache/triton-advisor).")
+                                   "correct the latency model for that kernel (kept in ~/.cache/triton-advisor); "
+                                   "the config that runs is timed first, and again whenever the timings move it.")
     p.add_argument("--out", help="folder for the calibration file (default $TRITON_ADVISOR_HOME/calibration)")
     p.add_argument("--tune", action="store_true",
                    help="also fine-tune the latency model for this GPU from a short sweep (a few minutes) and "

@@ -137,16 +137,19 @@ def summarize(rows: list[dict]) -> None:
             if key not in best or r["us"] < best[key]["us"]:
                 best[key] = r
     read_rate = max((r["read_bytes"] / r["us"] / 1e6 for k, r in best.items() if k[1] == 0), default=None)
-    print(f"read rate (fastest read-only mix): {read_rate:.3f} TB/s")
-    print("| mix (in, out) | fastest | us | (R + W) / t TB/s | written byte's rate W / (t - R / B_r) TB/s |")
-    print("|---|---|---|---|---|")
+    write_rate = max((r["write_bytes"] / r["us"] / 1e6 for k, r in best.items() if k[0] == 0), default=None)
+    print(f"read rate (fastest read-only mix): {read_rate:.3f} TB/s; write rate (fastest write-only): {write_rate:.3f}")
+    print("| mix (in, out) | fastest | us | (R + W) / t TB/s | written byte's rate W / (t - R / B_r) TB/s "
+          "| t / (R / B_r + W / B_w) |")
+    print("|---|---|---|---|---|---|")
     for key in sorted(best):
         r = best[key]
         total = (r["read_bytes"] + r["write_bytes"]) / r["us"] / 1e6
         left = r["us"] - r["read_bytes"] / read_rate / 1e6
         w_rate = r["write_bytes"] / left / 1e6 if key[1] and left > 0 else float("nan")
+        linear = r["read_bytes"] / read_rate / 1e6 + r["write_bytes"] / write_rate / 1e6
         what = r["kernel"] if r["kernel"] != "triton" else f"B{r['block']} w{r['warps']} {r['hint'] or '-'}"
-        print(f"| {key} | {what} | {r['us']:.1f} | {total:.3f} | {w_rate:.3f} |")
+        print(f"| {key} | {what} | {r['us']:.1f} | {total:.3f} | {w_rate:.3f} | {r['us'] / linear:.3f} |")
 
 
 if __name__ == "__main__":

@@ -167,6 +167,7 @@ def get_spec(name: str) -> GPUSpec:
 CALIBRATION_KEYS = {
     "dram_read_tbs": "DRAM read bandwidth (a reduction over a buffer far larger than L2), TB/s",
     "dram_copy_tbs": "DRAM copy bandwidth counting bytes read + written, TB/s",
+    "dram_rw_tbs": "DRAM rate of a stream writing as many bytes as it reads (far past L2), read + written, TB/s",
     "l2_read_tbs": "L2 -> SM read bandwidth (repeated reads of a buffer that fits in L2), TB/s",
     "tensor_bf16_tflops": "sustained dense bf16 tensor rate (back-to-back large GEMMs), TFLOP/s",
     "tensor_fp8_tflops": "sustained dense fp8 tensor rate, TFLOP/s",

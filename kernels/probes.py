@@ -63,6 +63,14 @@ def read_kernel(in_ptr, out_ptr, mask_elements, PASSES: tl.constexpr, BLOCK: tl.
 
 
 @triton.jit
+def read_write_kernel(in_ptr, out_ptr, BLOCK: tl.constexpr):
+    """Each program reads one contiguous block and writes it plus one to another buffer: as many bytes
+    written as read, in the streams a GEMM's operand reads and output writes share on the DRAM bus."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(in_ptr + offs) + 1.0)
+
+
+@triton.jit
 def atomic_add_kernel(buf_ptr, value, mask_elements, PASSES: tl.constexpr, BLOCK: tl.constexpr):
     """Each program adds `value` into PASSES strided blocks of a power-of-two float32 buffer (wrapping by
     `& mask`) with relaxed float32 atomics whose result is unused: the reductions a fused-MoE GEMM2 sends

@@ -4,7 +4,8 @@ wgmma is m64n128k16 and re-reads the A slice), of 128 x 256 (two warpgroups alon
 per byte shared memory feeds the tensor pipe at its peak) and of 16 x 64 on four warps (warp-level MMAs,
 each warp reading all 16 rows of A). Shared memory runs at 128 B/clock x the boost clock x 1.37 / 1.67
 (ANCHORS section 6); the layouts assumed are checked against what Triton emits. The DRAM-write cause on a
-GEMM whose output (134 MB) dwarfs what it reads, and on one whose writes hide under tensor work."""
+GEMM whose output (134 MB) dwarfs what it reads (priced by the read/write probe), and on one whose writes
+hide under tensor work."""
 
 from __future__ import annotations
 
@@ -125,20 +126,36 @@ def test_staging_is_capped_by_the_gap():
     assert d.unexplained_us == pytest.approx(0.0, abs=1e-9) and staging(d).us < staging(d).estimate_us
 
 
-def test_output_written_to_dram_costs_what_the_copy_probe_says():
+def test_a_written_byte_costs_what_the_read_write_probe_leaves_past_the_reads():
+    from advisor.advice.diagnose_causes import dram_writes
+
+    # A stream of equal reads and writes at 3 TB/s, reads alone at 4: a written byte costs 2 / 3 - 1 / 4 ps (2.4 TB/s),
+    # so 1 GB written costs 1e9 x (2 / 3 - 2 / 4) / 1e12 s = 166.7 us more than at the read rate.
+    us, why = dram_writes(1e9, 3e12, 4e12, dram_us=300.0, busiest_main_us=0.0)
+    assert us == pytest.approx(1e9 * (2 / 3 - 2 / 4) / 1e12 * 1e6, rel=1e-12)
+    assert ("1000.0 MB of output written at 2.40 TB/s (the calibration's read/write probe 3.00 TB/s over reads at "
+            "4.00)") in why
+    # Only what passes the binding work counts: DRAM 300 + 166.7 us against 400 us of tensor work.
+    assert dram_writes(1e9, 3e12, 4e12, dram_us=300.0, busiest_main_us=400.0)[0] == pytest.approx(66.6667, rel=1e-5)
+    # A stream that runs at the read rate: writes cost nothing beyond reads.
+    assert dram_writes(1e9, 4e12, 4e12, dram_us=300.0, busiest_main_us=0.0)[0] == 0.0
+
+
+def test_output_written_to_dram_costs_what_the_read_write_probe_says():
     # 8192 x 8192 outputs of a K = 64 product: 134 MB written against 2 MB read, DRAM binds.
-    from advisor.advice.diagnose_causes import copy_read_rates
+    from advisor.advice.diagnose_causes import read_write_rates
 
     subject = gemm("8192,8192,64", bm=128, bn=256, bk=64, warps=8)
     (ceiling,) = subject.ceilings([subject.current])
     assert ceiling.binding == "dram"
-    copy, read = copy_read_rates(GPU.calibration)
+    rw, read = read_write_rates(GPU.calibration)
+    assert rw < read  # the shipped H100 calibration: the mixed stream runs under the read rate
     written = 8192 * 8192 * 2
     d = diagnose(subject, time_us=LONG)
     cause = next(c for c in d.causes if c.name == "DRAM writes")
-    # A copy moves S read + S written bytes in 2S / copy; reads alone cost S / read.
-    assert cause.estimate_us == pytest.approx(written * (2 / copy - 2 / read) * 1e6, rel=1e-9)
-    assert "134.2 MB of output written at 2.00 TB/s" in cause.why
+    assert cause.estimate_us == pytest.approx(written * (2 / rw - 2 / read) * 1e6, rel=1e-9)
+    assert cause.estimate_us > 0
+    assert f"134.2 MB of output written at {1 / (2 / rw - 1 / read) / 1e12:.2f} TB/s" in cause.why
     check_sums(d)
 
 

@@ -68,9 +68,9 @@ from advisor.advice.diagnose_causes import (
     atomic_bytes,
     atomic_rates,
     atomics,
-    copy_read_rates,
     dram_writes,
     operand_staging,
+    read_write_rates,
 )
 from advisor.advice.diagnose_l2 import l2_rereads, weight_reuse
 from advisor.advice.diagnose_loop import dram_slab_reads, loop_causes, probe_note, probe_timing, resolution_bands
@@ -423,7 +423,7 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
         if estimates[-1][1] > 0:
             notes.append(f"L2 re-reads take the {spec.l2_bytes / 1e6:.0f} MB L2 as one least-recently-used cache and "
                          "CTAs in lockstep waves; the re-read bytes are counted on top of the loop (an upper bound)")
-    rates_rw = copy_read_rates(getattr(subject.gpu, "calibration", None))
+    rates_rw = read_write_rates(getattr(subject.gpu, "calibration", None))
     if loop is not None and loop.epilogue_bytes and rates_rw:
         tile_fraction = ideal_work["tensor"] / total["tensor"] if total.get("tensor") else 1.0
         written = active * loop.epilogue_bytes * tile_fraction
@@ -436,7 +436,8 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
             written = shape.output_dram_bytes()  # atomics into one output: its bytes, not the tiles'
         estimates.append(("DRAM writes", *dram_writes(written, *rates_rw, dram_us, busiest_main)))
     elif loop is not None and loop.epilogue_bytes:
-        notes.append(f"no calibrated DRAM copy and read probes for {spec.name}: DRAM writes not estimated")
+        notes.append(f"no calibrated DRAM read/write and read probes for {spec.name}: DRAM writes not estimated "
+                     "(`advisor calibrate` measures both)")
     if sass.atomic_bytes:
         rates_atomic = atomic_rates(getattr(subject.gpu, "calibration", None))
         if rates_atomic and spec.l2_bytes:

@@ -24,9 +24,12 @@ memory is taken at 128 B/clock x the boost clock x 1.37 / 1.67, against the tens
 calibrated sustained rate. The cause is the busiest SM's staged bytes at that rate past the binding
 work already counted (padding and the tail included); without BLOCK_M/N/K tiles it is not estimated.
 
-**DRAM writes.** The ideal charges every compulsory DRAM byte at the read probe's rate; the copy probe
-(as many bytes written as read) runs slower, and the difference is what a written byte costs beyond a
-read one (`dram_writes`). The output bytes are the real ones (tile padding is masked out of the stores).
+**DRAM writes.** The ideal charges every compulsory DRAM byte at the read probe's rate; a stream that
+writes as many bytes as it reads runs slower (the calibration's read/write probe), and the difference is
+what a written byte costs beyond a read one (`dram_writes`). The output bytes are the real ones (tile
+padding is masked out of the stores). torch's `copy_` is not the probe: it moves the same bytes 20-40%
+slower than a plain load-and-store stream, and the read/write mixes of real kernels ran at 0.93-0.99 of
+the read rate (benchmarks/RESULTS.md sections 63-64), so the copy is slow, not the writes.
 """
 
 from __future__ import annotations
@@ -126,25 +129,25 @@ def calibrated_rates(calibration_path: str | None, keys: tuple[str, ...]) -> tup
     return tuple(values[k] * 1e12 for k in keys)
 
 
-def copy_read_rates(calibration_path: str | None) -> tuple[float, float] | None:
-    """(copy, read) DRAM rates in bytes/s from a calibration file (`advisor calibrate`'s copy and read
-    probes), None without one or without both probes."""
-    return calibrated_rates(calibration_path, ("dram_copy_tbs", "dram_read_tbs"))
+def read_write_rates(calibration_path: str | None) -> tuple[float, float] | None:
+    """(read/write stream, read) DRAM rates in bytes/s from a calibration file (`advisor calibrate`'s
+    read/write and read probes), None without one or without both probes."""
+    return calibrated_rates(calibration_path, ("dram_rw_tbs", "dram_read_tbs"))
 
 
-def dram_writes(written_bytes: float, copy_rate: float, read_rate: float, dram_us: float,
+def dram_writes(written_bytes: float, rw_rate: float, read_rate: float, dram_us: float,
                 busiest_main_us: float) -> tuple[float, str]:
     """(estimate in us, reason) of output bytes costing more on the DRAM bus than the read rate the ideal
-    charges them at. The copy probe moves S bytes read and S written in 2S / copy; with the reads at the
-    read probe's rate, a written byte costs 2 / copy - 1 / read (a linear cost per byte on one bus whose
+    charges them at. The read/write probe moves S bytes read and S written in 2S / rw; with the reads at
+    the read probe's rate, a written byte costs 2 / rw - 1 / read (a linear cost per byte on one bus whose
     turnarounds between reads and writes cost time). The extra over 1 / read counts past the busiest SM's
     binding work (it shows only where DRAM, so lengthened, binds)."""
-    per_byte = max(0.0, 2.0 / copy_rate - 2.0 / read_rate)
+    per_byte = max(0.0, 2.0 / rw_rate - 2.0 / read_rate)
     extra_us = written_bytes * per_byte * 1e6
-    write_rate = 1.0 / (2.0 / copy_rate - 1.0 / read_rate)
-    why = (f"{written_bytes / 1e6:.1f} MB of output written at {write_rate / 1e12:.2f} TB/s (the calibration's copy "
-           f"probe {copy_rate / 1e12:.2f} TB/s over reads at {read_rate / 1e12:.2f}): {extra_us:.1f} us more than at "
-           f"the read rate; DRAM {dram_us + extra_us:.1f} us against {busiest_main_us:.1f} us of binding work")
+    write_rate = 1.0 / (2.0 / rw_rate - 1.0 / read_rate)
+    why = (f"{written_bytes / 1e6:.1f} MB of output written at {write_rate / 1e12:.2f} TB/s (the calibration's "
+           f"read/write probe {rw_rate / 1e12:.2f} TB/s over reads at {read_rate / 1e12:.2f}): {extra_us:.1f} us more "
+           f"than at the read rate; DRAM {dram_us + extra_us:.1f} us against {busiest_main_us:.1f} us of binding work")
     return max(0.0, min(extra_us, dram_us + extra_us - busiest_main_us)), why
 
 

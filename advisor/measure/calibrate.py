@@ -26,7 +26,26 @@ def probe_dram(torch) -> dict:
     out = torch.empty(1, device="cuda")
     read_us = _graph_us(lambda: torch.sum(src, dim=0, keepdim=True, out=out), 5)
     copy_us = _graph_us(lambda: dst.copy_(src), 5)
-    return {"dram_read_tbs": src.numel() * 4 / read_us / 1e6, "dram_copy_tbs": 2 * src.numel() * 4 / copy_us / 1e6}
+    return {"dram_read_tbs": src.numel() * 4 / read_us / 1e6, "dram_copy_tbs": 2 * src.numel() * 4 / copy_us / 1e6,
+            "dram_rw_tbs": probe_dram_read_write(torch, src, dst)}
+
+
+def probe_dram_read_write(torch, src, dst) -> float:
+    """Bytes read + written per second by a stream that writes as many bytes as it reads (`src` and `dst` far
+    larger than L2), the fastest of a few shapes. torch's `copy_` moves the same bytes 20-40% slower than such a
+    stream (benchmarks/RESULTS.md section 64), so it does not price a written byte."""
+    from kernels.probes import read_write_kernel
+
+    n = src.numel()
+    best = 0.0
+    for block, warps in ((1024, 4), (2048, 8), (4096, 8)):
+        dst.fill_(float("nan"))
+        read_write_kernel[(n // block,)](src, dst, BLOCK=block, num_warps=warps)
+        if not bool(torch.equal(dst, src + 1.0)):
+            raise AdvisorError("the DRAM read/write probe stored wrong values; the GPU or Triton is misbehaving")
+        us = _graph_us(lambda b=block, w=warps: read_write_kernel[(n // b,)](src, dst, BLOCK=b, num_warps=w), 5)
+        best = max(best, 2 * n * 4 / us / 1e6)
+    return best
 
 
 def probe_l2(torch, l2_bytes: int) -> dict:
