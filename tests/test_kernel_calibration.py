@@ -230,6 +230,29 @@ def test_an_autotuned_launch_is_calibrated_from_the_config_the_autotuner_picks(c
     assert steps[0][0] == pick
 
 
+def test_the_sweep_times_the_autotuners_pick_again_when_its_timings_move_it(cache):
+    """The autotuner's expected pick is the list's config predicted fastest; when the first timing finds it far
+    slower than predicted, the corrected predictions name another pick, and `suggest` would weigh timed configs
+    against that one's prediction alone (RESULTS 64: a config 1.24x slower than the real pick named). The sweep
+    times the moved pick before anything else, so the config `suggest` shows as current is a timed one."""
+    from advisor.advice.kernel_sweep import reference
+    from advisor.advice.suggest import subjects_for
+
+    call = "w8_matmul(randn(16, 4096, bf16), randint(-128, 127, (4096, 11008), i8), randn(11008, f32))"
+    (subject,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call, gpu=resolve_gpu("h100"))
+    listed = sorted(subject.listed, key=lambda c: c.label())
+    before = {c.config: c.predicted_us for c in predict_candidates(subject, listed)}
+    first = min(before, key=before.get)
+    # The expected pick runs 30x slower than predicted; every other config as predicted.
+    steps = sweep(subject, count=3,
+                  measure=lambda config: before.get(config, 10.0) * (30.0 if config == first else 1.0))
+    assert steps[0][0] == first
+    moved = reference(subject, predict_candidates(subject, listed))
+    assert moved != first                      # the timing moved the expected pick
+    assert steps[1][0] == moved                # and the sweep timed it next
+    assert moved in {config for config, _, _ in steps}
+
+
 def test_a_config_that_computed_another_result_is_never_suggested_nor_its_warps_and_stages_twins(cache):
     """`calibrate --kernel` timed an int4 GEMV's K tile past its quantisation group, which computes another result,
     and the `suggest` after it named a config with the same tiles and other stages (RESULTS 52): what the GPU said
