@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "GPU's calibration file. "
                                    "With --kernel: a short adaptive sweep of one kernel's configs whose timings "
                                    "correct the latency model for that kernel (kept in ~/.cache/triton-advisor); "
-                                   "the config that runs is timed first, and again whenever the timings move it.")
+                                   "the config that runs (an autotuned launch's expected pick) is timed first, and "
+                                   "again whenever the timings move that pick.")
     p.add_argument("--out", help="folder for the calibration file (default $TRITON_ADVISOR_HOME/calibration)")
     p.add_argument("--tune", action="store_true",
                    help="also fine-tune the latency model for this GPU from a short sweep (a few minutes) and "

@@ -3,12 +3,14 @@ far larger than the L2, timed as the product times a launch.
 
 The DRAM floor charges every compulsory byte at the read probe's rate (`advisor calibrate`'s `dram_read_tbs`);
 the copy probe (torch's `copy_`, `dram_copy_tbs`) runs 0.78x (H100) / 0.63x (H200) of it, and `advisor
-diagnose`'s "DRAM writes" cause reads that as the cost of a written byte. The corpus's own read/write mixes ran
-at 0.93-0.99 of the read rate (benchmarks/RESULTS.md section 63, `benchmarks/corpus/dram_write_cost.py`), so the
-copy probe is slow, not the writes; this probe is the controlled measurement to price a written byte by (not run
-on a GPU yet). One Triton kernel per (inputs, outputs) mix: NIN fp32 input streams summed, NOUT output streams each
-written with that sum plus its index (no input: a value from the offsets), one tile of BLOCK elements per program;
-with no output, one partial sum per program (4 bytes per BLOCK * 4 * NIN read). Several tile shapes and store
+diagnose`'s "DRAM writes" cause read that as the cost of a written byte until RESULTS 64. The corpus's own
+read/write mixes ran at 0.93-0.99 of the read rate (benchmarks/RESULTS.md section 63,
+`benchmarks/corpus/dram_write_cost.py`), so the copy probe is slow, not the writes; this probe is the controlled
+measurement (run on an H100 in RESULTS 64: `benchmarks/data/h100_dram_rw_probe{,2}.json`; its (1, 1) mix is what
+`advisor calibrate`'s `dram_rw_tbs` probe times). One Triton kernel per (inputs, outputs) mix: NIN fp32 input
+streams summed, NOUT output streams each written with that sum plus its index (no input: a value from the
+offsets), one tile of BLOCK elements per program; with no output, one partial sum per program (4 bytes per
+BLOCK * 4 * NIN read). Several tile shapes and store
 hints per mix; the fastest stands for the mix. Torch's own kernels (sum, fill, copy, add) next to them.
 
 Per mix, with R bytes read and W written at time t, the cost of a written byte that the read rate B_r

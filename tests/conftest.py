@@ -39,6 +39,13 @@ if "TRITON_ADVISOR_CACHE" not in os.environ:
     import tempfile
 
     os.environ["TRITON_ADVISOR_CACHE"] = tempfile.mkdtemp(prefix="advisor-test-cache-")
+# And one for the user's calibrations, tuned models and compiles: a developer's own calibration (say one of an
+# older version, without a probe a test prices by) must not change what the shipped one gives. Test modules
+# resolve GPUs at import, so this is set before any of them loads.
+if "TRITON_ADVISOR_HOME" not in os.environ:
+    import tempfile
+
+    os.environ["TRITON_ADVISOR_HOME"] = tempfile.mkdtemp(prefix="advisor-test-home-")
 
 # Where the kernel tests put their tensors: the GPU when there is one and the interpreter is off.
 DEVICE = "cuda" if HAS_CUDA and not INTERPRETED else "cpu"

@@ -234,23 +234,39 @@ def test_the_sweep_times_the_autotuners_pick_again_when_its_timings_move_it(cach
     """The autotuner's expected pick is the list's config predicted fastest; when the first timing finds it far
     slower than predicted, the corrected predictions name another pick, and `suggest` would weigh timed configs
     against that one's prediction alone (RESULTS 64: a config 1.24x slower than the real pick named). The sweep
-    times the moved pick before anything else, so the config `suggest` shows as current is a timed one."""
+    times the moved pick next, as a step of its own: the config predicted fastest is still timed after it."""
     from advisor.advice.kernel_sweep import reference
     from advisor.advice.suggest import subjects_for
+    from ceilings.validate import config_problem
 
     call = "w8_matmul(randn(16, 4096, bf16), randint(-128, 127, (4096, 11008), i8), randn(11008, f32))"
     (subject,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call, gpu=resolve_gpu("h100"))
     listed = sorted(subject.listed, key=lambda c: c.label())
     before = {c.config: c.predicted_us for c in predict_candidates(subject, listed)}
     first = min(before, key=before.get)
-    # The expected pick runs 30x slower than predicted; every other config as predicted.
-    steps = sweep(subject, count=3,
-                  measure=lambda config: before.get(config, 10.0) * (30.0 if config == first else 1.0))
+    feasible = [c for c in dict.fromkeys([subject.current, *subject.space()])
+                if config_problem(c, subject.spec, subject.precheck) is None]
+    chosen = []  # what the sweep should time at each step, read from the predictions it chooses by
+
+    def measure(config):
+        timed = {c for c, _ in chosen}
+        if len(chosen) == 1:    # after the first timing: the expected pick as corrected
+            chosen.append((reference(subject, predict_candidates(subject, listed)), config))
+        elif len(chosen) == 2:  # then the config predicted fastest of those untimed
+            untimed = [c for c in predict_candidates(subject, feasible) if c.config not in timed]
+            chosen.append((min(untimed, key=lambda c: c.predicted_us).config, config))
+        else:
+            chosen.append((first, config))
+        # The expected pick runs 30x slower than predicted; every other config as predicted.
+        return before.get(config, 10.0) * (30.0 if config == first else 1.0)
+
+    steps = sweep(subject, count=3, measure=measure)
+    assert [config for config, _, _ in steps] == [timed for _, timed in chosen]
     assert steps[0][0] == first
-    moved = reference(subject, predict_candidates(subject, listed))
-    assert moved != first                      # the timing moved the expected pick
-    assert steps[1][0] == moved                # and the sweep timed it next
-    assert moved in {config for config, _, _ in steps}
+    moved, fastest = chosen[1][0], chosen[2][0]
+    assert moved != first and moved in subject.listed   # the timing moved the expected pick
+    assert steps[1][0] == moved                          # and the sweep timed it next
+    assert steps[2][0] == fastest and fastest != moved   # then the config predicted fastest, as before the move
 
 
 def test_a_config_that_computed_another_result_is_never_suggested_nor_its_warps_and_stages_twins(cache):

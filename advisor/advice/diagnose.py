@@ -31,8 +31,8 @@ left of the gap (so they never sum past it); "unexplained" is the rest:
    epilogue, where the SM's timeline passes DRAM's (same module);
 10. L2 re-reads: weight slabs read again from DRAM when the CTAs sharing them run waves apart past the
    L2 size in the grouped launch order (advisor/advice/diagnose_l2.py);
-11. DRAM writes: the output's bytes at the write cost the calibration's copy and read probes imply, past
-   the binding work (advisor/advice/diagnose_causes.py);
+11. DRAM writes: the output's bytes at the write cost the calibration's read/write and read probes imply,
+   past the binding work (advisor/advice/diagnose_causes.py);
 12. atomics: the bytes the launch's global reductions and atomics add (RED/ATOM in the SASS, vector forms
    whole, times their executions), at the calibration's atomic-add rate into a buffer on the same side of
    the L2 as the tensors the kernel adds into, counted in full (advisor/advice/diagnose_causes.py);
@@ -434,10 +434,14 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
             written = min(tiled, sass.store_footprint)
         if getattr(shape, "output_dram_bytes", None) and shape.output_dram_bytes() is not None:
             written = shape.output_dram_bytes()  # atomics into one output: its bytes, not the tiles'
-        estimates.append(("DRAM writes", *dram_writes(written, *rates_rw, dram_us, busiest_main)))
+        rw_rate, read_rate, borrowed = rates_rw
+        estimates.append(("DRAM writes", *dram_writes(written, rw_rate, read_rate, dram_us, busiest_main)))
+        if borrowed:
+            notes.append(f"DRAM writes priced by the read/write and read probes of {borrowed}: the calibration in "
+                         "use has no read/write probe (`advisor calibrate` on this GPU measures it)")
     elif loop is not None and loop.epilogue_bytes:
-        notes.append(f"no calibrated DRAM read/write and read probes for {spec.name}: DRAM writes not estimated "
-                     "(`advisor calibrate` measures both)")
+        notes.append(f"no calibrated DRAM read/write probe for {spec.name}: DRAM writes not estimated "
+                     "(`advisor calibrate` on this GPU measures it)")
     if sass.atomic_bytes:
         rates_atomic = atomic_rates(getattr(subject.gpu, "calibration", None))
         if rates_atomic and spec.l2_bytes:

@@ -27,9 +27,11 @@ work already counted (padding and the tail included); without BLOCK_M/N/K tiles 
 **DRAM writes.** The ideal charges every compulsory DRAM byte at the read probe's rate; a stream that
 writes as many bytes as it reads runs slower (the calibration's read/write probe), and the difference is
 what a written byte costs beyond a read one (`dram_writes`). The output bytes are the real ones (tile
-padding is masked out of the stores). torch's `copy_` is not the probe: it moves the same bytes 20-40%
-slower than a plain load-and-store stream, and the read/write mixes of real kernels ran at 0.93-0.99 of
-the read rate (benchmarks/RESULTS.md sections 63-64), so the copy is slow, not the writes.
+padding is masked out of the stores). torch's `copy_` is not the probe: it moved the same bytes 19% slower
+than a plain load-and-store stream on the H100, and the read/write mixes of real kernels ran at 0.93-0.99 of
+the read rate (benchmarks/RESULTS.md sections 63-64), so the copy is slow, not the writes. A calibration
+without the read/write probe (an older `advisor calibrate` wrote it) borrows both rates from the shipped
+calibration of the same GPU, with a note; without either the cause is not estimated.
 """
 
 from __future__ import annotations
@@ -129,10 +131,27 @@ def calibrated_rates(calibration_path: str | None, keys: tuple[str, ...]) -> tup
     return tuple(values[k] * 1e12 for k in keys)
 
 
-def read_write_rates(calibration_path: str | None) -> tuple[float, float] | None:
+def read_write_rates(calibration_path: str | None) -> tuple[float, float, str | None] | None:
     """(read/write stream, read) DRAM rates in bytes/s from a calibration file (`advisor calibrate`'s
-    read/write and read probes), None without one or without both probes."""
-    return calibrated_rates(calibration_path, ("dram_rw_tbs", "dram_read_tbs"))
+    read/write and read probes) and None, or, where that file has no read/write probe (one an older
+    `advisor calibrate` wrote), both rates from the shipped calibration of the same GPU and its path: a
+    written byte's cost over a read one is the GPU's, and the two rates of one file were measured together.
+    None where neither has both probes."""
+    from pathlib import Path
+
+    from ceilings.hardware import SHIPPED_CALIBRATIONS
+
+    keys = ("dram_rw_tbs", "dram_read_tbs")
+    rates = calibrated_rates(calibration_path, keys)
+    if rates is not None:
+        return rates[0], rates[1], None
+    if not calibration_path:
+        return None
+    shipped = SHIPPED_CALIBRATIONS / Path(calibration_path).name
+    if not shipped.exists() or shipped.resolve() == Path(calibration_path).resolve():
+        return None
+    rates = calibrated_rates(str(shipped), keys)
+    return None if rates is None else (rates[0], rates[1], str(shipped))
 
 
 def dram_writes(written_bytes: float, rw_rate: float, read_rate: float, dram_us: float,
@@ -144,10 +163,12 @@ def dram_writes(written_bytes: float, rw_rate: float, read_rate: float, dram_us:
     binding work (it shows only where DRAM, so lengthened, binds)."""
     per_byte = max(0.0, 2.0 / rw_rate - 2.0 / read_rate)
     extra_us = written_bytes * per_byte * 1e6
-    write_rate = 1.0 / (2.0 / rw_rate - 1.0 / read_rate)
-    why = (f"{written_bytes / 1e6:.1f} MB of output written at {write_rate / 1e12:.2f} TB/s (the calibration's "
-           f"read/write probe {rw_rate / 1e12:.2f} TB/s over reads at {read_rate / 1e12:.2f}): {extra_us:.1f} us more "
-           f"than at the read rate; DRAM {dram_us + extra_us:.1f} us against {busiest_main_us:.1f} us of binding work")
+    # A stream at the read rate or faster leaves a written byte no dearer than a read (and 2 / rw - 1 / read
+    # would not be a rate past twice the read rate).
+    price = f"{1.0 / (2.0 / rw_rate - 1.0 / read_rate) / 1e12:.2f} TB/s" if per_byte > 0 else "the read rate"
+    why = (f"{written_bytes / 1e6:.1f} MB of output written at {price} (the calibration's read/write probe "
+           f"{rw_rate / 1e12:.2f} TB/s over reads at {read_rate / 1e12:.2f}): {extra_us:.1f} us more than at the "
+           f"read rate; DRAM {dram_us + extra_us:.1f} us against {busiest_main_us:.1f} us of binding work")
     return max(0.0, min(extra_us, dram_us + extra_us - busiest_main_us)), why
 
 

@@ -3,12 +3,12 @@ one kernel on this GPU (advisor.model.kernel_calibration).
 
 Each step times one config and re-fits the kernel's correction before choosing the next: first the
 current config (the reference every suggestion is judged against; for an autotuned launch, the autotuner's
-expected pick: `reference`, timed again whenever the corrections move it to an untimed config), then in
-turn the config predicted
-fastest (where a wrong prediction costs most) and the config farthest in the kernel's config space
-from those timed (`kernel_calibration.spread_pick`: the timed configs correct their neighbours, so
-they should cover the space), never one already timed. 3 to 8 timings per launch; every one is stored with the
-kernel's other timings, so `suggest` on the kernel afterwards ranks with the correction.
+expected pick: `reference`, timed again, as a step of its own, whenever the corrections move it to an untimed
+config), then in turn the config predicted fastest (where a wrong prediction costs most) and the config
+farthest in the kernel's config space from those timed (`kernel_calibration.spread_pick`: the timed configs
+correct their neighbours, so they should cover the space), never one already timed. 3 to 8 timings per
+launch; every one is stored with the kernel's other timings, so `suggest` on the kernel afterwards ranks with
+the correction.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ MIN_CONFIGS, MAX_CONFIGS = 3, 8
 
 
 def next_config(candidates: list[Candidate], timed: set[Config], current: Config, step: int) -> Candidate | None:
-    """The config to time at `step` of the sweep (module docstring); None when all are timed."""
+    """The config to time next (module docstring): the reference `current` while it is untimed, else at an odd
+    `step` the config predicted fastest and at an even one the farthest from those timed (`step`: the
+    alternation's picks so far, plus one once the reference was timed); None when all are timed."""
     untimed = [c for c in candidates if c.config not in timed]
     if not untimed:
         return None
@@ -72,12 +74,15 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
     timed: set[Config] = set()
     wrong: set[tuple] = set()  # programs that computed another result (Config.program)
     out = []
+    references = others = 0  # timings of the reference, of the configs the alternation picks
     for _attempt in range(count * 2):  # configs that fail to run do not count, up to as many again
         if len(out) >= count:
             break
         candidates = [c for c in subject.predict(feasible)
                       if c.ceiling.ctas_per_sm > 0 and c.config.program not in wrong]
-        pick = next_config(candidates, timed, reference(subject, candidates), len(out))
+        current = reference(subject, candidates)
+        # The alternation counts its own picks: a reference timed again takes a step, not the fastest's turn.
+        pick = next_config(candidates, timed, current, others + min(references, 1))
         if pick is None:
             break
         timed.add(pick.config)
@@ -92,6 +97,10 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
             continue
         record_timings(subject, [(pick, us)])
         out.append((pick.config, pick.predicted_us, us))
+        if pick.config == current:
+            references += 1
+        else:
+            others += 1
         if progress:
             progress(f"{subject.label}: {pick.config.label()} predicted {pick.predicted_us:.1f} us, "
                      f"measured {us:.1f} us")

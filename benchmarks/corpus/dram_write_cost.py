@@ -3,11 +3,11 @@
 The DRAM floor charges every compulsory byte at the read probe's rate (`advisor calibrate`'s `dram_read_tbs`).
 The calibration's copy probe (torch's `copy_`) runs slower, 0.78x of it on the H100 and 0.63x on the H200, which
 read as a cost per written byte of 2 / copy - 1 / read (a write rate near 2.0 TB/s on both; `advisor diagnose`'s
-"DRAM writes" cause uses it). Were that a property of the DRAM, a floor of R / read + (W - L2) / write (the
-written bytes past what the L2 can hold dirty, `ceilings.roofline.written_back_bytes`'s argument) would hold and
-be tighter. This takes the read and written bytes of each evaluated corpus point (`advisor ceiling --detail`'s
-`dram_read` / `dram_written`, stored in the check's ceilings file) and the measured times of a GPU's check, and
-reports:
+"DRAM writes" cause used it until RESULTS 64, which prices it by a read/write stream instead). Were that a
+property of the DRAM, a floor of R / read + (W - L2) / write (the written bytes past what the L2 can hold dirty,
+`ceilings.roofline.written_back_bytes`'s argument) would hold and be tighter. This takes the read and written
+bytes of each evaluated corpus point (`advisor ceiling --detail`'s `dram_read` / `dram_written`, stored in the
+check's ceilings file) and the measured times of a GPU's check, and reports:
 
 - per point that writes more than the L2 holds and is not bound by the empty kernel's time: the rate of all its
   bytes, (R + W) / t, and the write rate its time leaves after the reads at the read rate, W / (t - R / read);
