@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,18 +35,14 @@ from advisor.capture import interpreter_fixes  # noqa: E402  (needs sys.path abo
 if INTERPRETED:
     interpreter_fixes.install()
 
-# A folder of this run for the per-kernel timings of module-scoped fixtures (each test gets its own below).
-if "TRITON_ADVISOR_CACHE" not in os.environ:
-    import tempfile
-
-    os.environ["TRITON_ADVISOR_CACHE"] = tempfile.mkdtemp(prefix="advisor-test-cache-")
-# And one for the user's calibrations, tuned models and compiles: a developer's own calibration (say one of an
-# older version, without a probe a test prices by) must not change what the shipped one gives. Test modules
-# resolve GPUs at import, so this is set before any of them loads.
-if "TRITON_ADVISOR_HOME" not in os.environ:
-    import tempfile
-
-    os.environ["TRITON_ADVISOR_HOME"] = tempfile.mkdtemp(prefix="advisor-test-home-")
+# A folder of this run for the per-kernel timings of module-scoped fixtures (each test gets its own below), and
+# one for the user's calibrations, tuned models and compiles: a developer's own calibration (say one of an older
+# version, without a probe a test prices by) must not change what the shipped one gives. Test modules resolve
+# GPUs at import, so both are set before any of them loads.
+for variable, prefix in (("TRITON_ADVISOR_CACHE", "advisor-test-cache-"),
+                         ("TRITON_ADVISOR_HOME", "advisor-test-home-")):
+    if variable not in os.environ:
+        os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
 
 # Where the kernel tests put their tensors: the GPU when there is one and the interpreter is off.
 DEVICE = "cuda" if HAS_CUDA and not INTERPRETED else "cpu"

@@ -27,10 +27,10 @@ SMS = GPU.spec.sms
 LONG = 10_000.0  # a measured time far above any estimate here: no cause is capped
 
 
-def gemm(shape: str, bm=128, bn=256, bk=64, warps=8, stages=3) -> FamilySubject:
+def gemm(shape: str, bm=128, bn=256, bk=64, warps=8, stages=3, gpu=None) -> FamilySubject:
     family = family_named("gemm")
     config = Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, warps, stages)
-    return FamilySubject(family, family.read_shape(shape), GPU, config)
+    return FamilySubject(family, family.read_shape(shape), gpu or GPU, config)
 
 
 def tensor_rate_per_sm(dtype: str) -> float:

@@ -160,16 +160,6 @@ def test_output_written_to_dram_costs_what_the_read_write_probe_says():
     check_sums(d)
 
 
-def _gemm_on(gpu, shape: str):
-    from advisor.advice.subjects import FamilySubject
-    from ceilings.launch import Config
-    from kernels.family import family_named
-
-    family = family_named("gemm")
-    config = Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, 8, 3)
-    return FamilySubject(family, family.read_shape(shape), gpu, config)
-
-
 def test_a_calibration_without_the_read_write_probe_borrows_the_shipped_one_and_says_so(tmp_path, monkeypatch):
     # A user's H100 calibration written before `dram_rw_tbs` existed: its reads at 3.0 TB/s, no read/write probe.
     from advisor.advice.diagnose_causes import read_write_rates
@@ -186,7 +176,7 @@ def test_a_calibration_without_the_read_write_probe_borrows_the_shipped_one_and_
     rw, read, borrowed = read_write_rates(gpu.calibration)
     values = json.loads(shipped.read_text())["values"]
     assert (rw, read, borrowed) == (values["dram_rw_tbs"] * 1e12, values["dram_read_tbs"] * 1e12, str(shipped))
-    d = diagnose(_gemm_on(gpu, "8192,8192,64"), time_us=LONG)
+    d = diagnose(gemm("8192,8192,64", gpu=gpu), time_us=LONG)
     cause = next(c for c in d.causes if c.name == "DRAM writes")
     assert cause.estimate_us == pytest.approx(8192 * 8192 * 2 * (2 / rw - 2 / read) * 1e6, rel=1e-9)
     assert any(n.startswith(f"DRAM writes priced by the read/write and read probes of {shipped}") for n in d.notes)
@@ -197,7 +187,7 @@ def test_without_a_read_write_probe_anywhere_the_cause_is_not_estimated_and_a_no
     from ceilings.hardware import resolve_gpu
 
     gpu = resolve_gpu("h200")
-    d = diagnose(_gemm_on(gpu, "8192,8192,64"), time_us=LONG)
+    d = diagnose(gemm("8192,8192,64", gpu=gpu), time_us=LONG)
     assert all(c.name != "DRAM writes" for c in d.causes)
     assert any(n.startswith("no calibrated DRAM read/write probe for NVIDIA H200") for n in d.notes), d.notes
     check_sums(d)

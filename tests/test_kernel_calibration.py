@@ -235,17 +235,15 @@ def test_the_sweep_times_the_autotuners_pick_again_when_its_timings_move_it(cach
     slower than predicted, the corrected predictions name another pick, and `suggest` would weigh timed configs
     against that one's prediction alone (RESULTS 64: a config 1.24x slower than the real pick named). The sweep
     times the moved pick next, as a step of its own: the config predicted fastest is still timed after it."""
-    from advisor.advice.kernel_sweep import reference
+    from advisor.advice.kernel_sweep import feasible_configs, reference
     from advisor.advice.suggest import subjects_for
-    from ceilings.validate import config_problem
 
     call = "w8_matmul(randn(16, 4096, bf16), randint(-128, 127, (4096, 11008), i8), randn(11008, f32))"
     (subject,) = subjects_for("benchmarks/user_kernels/w8_gemm.py", call=call, gpu=resolve_gpu("h100"))
     listed = sorted(subject.listed, key=lambda c: c.label())
     before = {c.config: c.predicted_us for c in predict_candidates(subject, listed)}
     first = min(before, key=before.get)
-    feasible = [c for c in dict.fromkeys([subject.current, *subject.space()])
-                if config_problem(c, subject.spec, subject.precheck) is None]
+    feasible = feasible_configs(subject)
     chosen = []  # what the sweep should time at each step, read from the predictions it chooses by
 
     def measure(config):

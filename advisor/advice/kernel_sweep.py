@@ -60,6 +60,12 @@ def reference(subject: Subject, candidates: list[Candidate]) -> Config:
     return min(listed, key=lambda c: c.predicted_us).config if listed else subject.current
 
 
+def feasible_configs(subject: Subject) -> list[Config]:
+    """The current config and the subject's space, in that order, less those the GPU's limits rule out."""
+    return [c for c in dict.fromkeys([subject.current, *subject.space()])
+            if config_problem(c, subject.spec, subject.precheck) is None]
+
+
 def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] | None = None,
           progress: Callable[[str], None] | None = None) -> list[tuple[Config, float, float]]:
     """Time `count` configs of the subject chosen adaptively; (config, predicted us before its timing,
@@ -69,12 +75,11 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
     from advisor.measure.timing import MeasurementError, WrongResult
 
     run = measure or subject.measurer()
-    feasible = [c for c in dict.fromkeys([subject.current, *subject.space()])
-                if config_problem(c, subject.spec, subject.precheck) is None]
+    feasible = feasible_configs(subject)
     timed: set[Config] = set()
     wrong: set[tuple] = set()  # programs that computed another result (Config.program)
     out = []
-    references = others = 0  # timings of the reference, of the configs the alternation picks
+    reference_timed, others = False, 0  # the alternation's picks timed so far
     for _attempt in range(count * 2):  # configs that fail to run do not count, up to as many again
         if len(out) >= count:
             break
@@ -82,7 +87,7 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
                       if c.ceiling.ctas_per_sm > 0 and c.config.program not in wrong]
         current = reference(subject, candidates)
         # The alternation counts its own picks: a reference timed again takes a step, not the fastest's turn.
-        pick = next_config(candidates, timed, current, others + min(references, 1))
+        pick = next_config(candidates, timed, current, others + reference_timed)
         if pick is None:
             break
         timed.add(pick.config)
@@ -98,7 +103,7 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
         record_timings(subject, [(pick, us)])
         out.append((pick.config, pick.predicted_us, us))
         if pick.config == current:
-            references += 1
+            reference_timed = True
         else:
             others += 1
         if progress:
