@@ -44,6 +44,11 @@ for variable, prefix in (("TRITON_ADVISOR_CACHE", "advisor-test-cache-"),
     if variable not in os.environ:
         os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
 
+# The default run's searches compile at most this many configs per launch (the product's budget is 32: a cold
+# search of the tutorial matmul compiles up to 80 configs, minutes on 2 cores); tests marked slow search with the
+# product's own budget (`_the_products_search_budget_when_slow`).
+os.environ.setdefault("TRITON_ADVISOR_COMPILE_BUDGET", "6")
+
 # Where the kernel tests put their tensors: the GPU when there is one and the interpreter is off.
 DEVICE = "cuda" if HAS_CUDA and not INTERPRETED else "cpu"
 
@@ -55,6 +60,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _the_products_search_budget_when_slow(request, monkeypatch):
+    if request.node.get_closest_marker("slow"):
+        monkeypatch.delenv("TRITON_ADVISOR_COMPILE_BUDGET", raising=False)
+
+
+@pytest.fixture
+def products_search_budget(monkeypatch):
+    """The product's own search budget for a test whose searches compile little (predictions faked)."""
+    monkeypatch.delenv("TRITON_ADVISOR_COMPILE_BUDGET", raising=False)
 
 
 @pytest.fixture

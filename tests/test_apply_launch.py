@@ -127,6 +127,7 @@ def test_a_file_without_the_launch_says_where_to_write_it(tmp_path):
         plan_launch_literals(path, "scale_kernel", Config({"BLOCK": 256}), Config({"BLOCK": 512}))
 
 
+@pytest.mark.slow
 def test_apply_does_not_write_an_unmeasured_close_call_into_a_launch(tmp_path, monkeypatch):
     """A launch's own config changes what runs: a predicted gain within the model's error is refused unless
     --verify will measure it (section 49: the batched GEMM's `w2 s1`, predicted 1.25x, ran 0.88x)."""

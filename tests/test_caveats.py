@@ -43,6 +43,7 @@ def matmul_advices():
     return advise(subjects_for(MATMUL, call=SMALL_MATMUL), top_k=2)
 
 
+@pytest.mark.slow
 def test_suggest_json_lists_the_caveats_of_each_launch_and_keeps_its_keys(matmul_advices):
     from advisor.advice import report
 

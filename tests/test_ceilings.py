@@ -379,6 +379,7 @@ def test_ceiling_cli_for_the_shipped_softmax():
     assert r.returncode == 2 and "ROWS,COLS" in r.stderr
 
 
+@pytest.mark.slow
 def test_ceiling_and_diagnose_of_any_kernel_take_config_as_its_label_prints_it():
     # `--config` was ignored for a launch file or --call (the current config's ceiling shown) and a label with
     # NAME=value parts was refused: now the ceiling is the config's, its grid from the launch rule.

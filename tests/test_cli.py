@@ -208,6 +208,7 @@ def _run_with_stderr_on_a_terminal(args: list[str], env: dict) -> tuple[int, str
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_ceiling_and_suggest_show_compile_progress_on_a_terminal_and_print_the_same(tmp_path):
     """Cold compiles: with stderr on a terminal the compiles are counted there; stdout (text and JSON) is the
     same byte for byte as with stderr on a pipe, where nothing but diagnostics is written."""

@@ -127,6 +127,7 @@ def test_collect_plans_the_toy_family(toy):
         build_plan("toy", ms="x")
 
 
+@pytest.mark.slow
 def test_suggest_ranks_the_toy_space(toy, capsys, tmp_path):
     code, out, err = run_cli(["suggest", TOY, "--shape", N, "--format", "json"], capsys)
     assert code in (0, 1), err

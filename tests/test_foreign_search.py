@@ -15,6 +15,7 @@ from advisor.advice.operands import dot_operand_args, operand_element_bytes
 from advisor.advice.subjects import LaunchSubject, tile_precheck
 from advisor.cli import main
 from ceilings.compile import load_kernel
+from ceilings.errors import AdvisorError
 from ceilings.hardware import get_spec, resolve_gpu
 from ceilings.launch import Config, Launch
 
@@ -168,6 +169,32 @@ def test_the_guided_pick_is_made_once_and_noted_once(monkeypatch):
     assert len(calls) == calls_after_first  # no re-prediction (each one compiles) on a later call
 
 
+def test_the_compile_budget_setting_lowers_the_search_and_never_raises_it(monkeypatch):
+    """TRITON_ADVISOR_COMPILE_BUDGET: a slow machine's shorter search (the suite's default run uses it)."""
+    subject, declared = _declared_space_subject(monkeypatch)
+    monkeypatch.setattr(subject, "_predicted_us", lambda configs: [float(c.num_warps) for c in configs])
+    monkeypatch.setenv("TRITON_ADVISOR_COMPILE_BUDGET", "4")
+    assert len(subject.space()) == 4 and set(subject.space()) <= set(declared)
+    assert any("the 4 the latency model led to" in n for n in subject.notes)
+    raised, _ = _declared_space_subject(monkeypatch)
+    monkeypatch.setattr(raised, "_predicted_us", lambda configs: [float(c.num_warps) for c in configs])
+    monkeypatch.setenv("TRITON_ADVISOR_COMPILE_BUDGET", "100")
+    assert len(raised.space()) == 6  # the subject's own budget (6 here) stays the most
+
+
+@pytest.mark.parametrize("given", ["six", "0", "-3"])
+def test_a_bad_compile_budget_is_one_line_naming_the_setting(monkeypatch, capsys, given):
+    from advisor.advice.subjects import compile_budget
+
+    monkeypatch.setenv("TRITON_ADVISOR_COMPILE_BUDGET", given)
+    with pytest.raises(AdvisorError, match=f"TRITON_ADVISOR_COMPILE_BUDGET='{given}': give a whole number of configs"):
+        compile_budget(32)
+    monkeypatch.chdir(FIXTURES)
+    assert main(["suggest", "matmul_launch.json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "TRITON_ADVISOR_COMPILE_BUDGET" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
 # ------------------------------------------------------------------------------ the trace's GPU
 
 @pytest.mark.parametrize("command", ["ceiling", "predict"])
@@ -197,7 +224,7 @@ def test_a_captured_call_is_re_run_per_config_so_its_grid_function_sees_the_conf
     assert subject.launch_for(other.replace(num_warps=8)).config.num_warps == 8
 
 
-def test_the_search_climbs_past_the_first_neighbourhood(tmp_path, monkeypatch):
+def test_the_search_climbs_past_the_first_neighbourhood(tmp_path, monkeypatch, products_search_budget):
     """A kernel with no declared space: after the neighbourhood of its config, the neighbourhood of the
     config ranked fastest, round after round while that moves (LaunchSubject._climb). With predictions
     that fall toward BLOCK_SIZE = 1024, a launch at 64 reaches 512 in the three further rounds."""

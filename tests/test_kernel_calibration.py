@@ -190,6 +190,7 @@ def test_after_timings_an_untimed_config_must_beat_the_fastest_timed_beyond_the_
             assert advice.best is untimed and notes == []
 
 
+@pytest.mark.slow
 def test_a_config_timed_at_the_launch_is_a_candidate_even_outside_the_space_searched(cache):
     """`calibrate --kernel` chooses from one space, `suggest` can search another (an autotuned kernel's follows the
     expected pick, which the timings move): the fastest config timed at the launch was never considered (a fresh
@@ -214,6 +215,7 @@ def test_a_config_timed_at_the_launch_is_a_candidate_even_outside_the_space_sear
     assert "the suggestion measured here before, the other predicted" in advice.why, advice.why
 
 
+@pytest.mark.slow
 def test_an_autotuned_launch_is_calibrated_from_the_config_the_autotuner_picks(cache):
     """Captured without a GPU, an autotuned launch records its list's first config, but the autotuner runs the
     fastest of the list; the sweep times that one (the model's expected pick, `suggest`'s current) first."""
@@ -267,6 +269,7 @@ def test_the_sweep_times_the_autotuners_pick_again_when_its_timings_move_it(cach
     assert steps[2][0] == fastest and fastest != moved   # then the config predicted fastest, as before the move
 
 
+@pytest.mark.slow
 def test_a_config_that_computed_another_result_is_never_suggested_nor_its_warps_and_stages_twins(cache):
     """`calibrate --kernel` timed an int4 GEMV's K tile past its quantisation group, which computes another result,
     and the `suggest` after it named a config with the same tiles and other stages (RESULTS 52): what the GPU said

@@ -161,8 +161,8 @@ def test_autotune_lists_built_by_code_are_the_space():
     assert len(space) == 4 and "cfggen()" in loc.what
 
 
-def test_current_config_is_the_one_the_launch_used(tmp_path):
-    """A traced launch with the third config of a function-built list: that config is current."""
+def _third_config_traced(tmp_path):
+    """The subject of a traced launch with the third config of a function-built list, and that launch."""
     from advisor.advice.suggest import subjects_for
     from advisor.capture.call import capture_call
     from advisor.capture.trace import write_trace
@@ -172,8 +172,19 @@ def test_current_config_is_the_one_the_launch_used(tmp_path):
     trace.launches, trace.counts, trace.lines, trace.meta = [third], [1], [None], {}
     write_trace(tmp_path / "t.json", trace)
     (subject,) = subjects_for(str(tmp_path / "t.json"))
+    return subject, third
+
+
+def test_current_config_is_the_one_the_launch_used(tmp_path):
+    """A traced launch with the third config of a function-built list: that config is current."""
+    subject, third = _third_config_traced(tmp_path)
     assert subject.current == third.config and subject.current.label() == "M128 N128 K32 G8 w4 s4"
     assert len(subject.listed) == 4 and subject.location.what.startswith("autotune configs built by code")
+
+
+@pytest.mark.slow  # the search compiles the matmul's list and the configs it climbs to (over a minute on 2 cores)
+def test_a_traced_autotuned_launch_searches_its_list_and_past_it(tmp_path):
+    subject, _ = _third_config_traced(tmp_path)
     assert subject.listed <= set(subject.space())  # the list, and configs past it (LaunchSubject._extends_list)
 
 
@@ -407,35 +418,36 @@ print(json.dumps(results))
 """
 
 
-def _commands() -> list[list[str]]:
-    out = []
-    for name, (_, call, _, _) in sorted(FILES.items()):
-        path = str(STYLES / name)
-        out.append(["suggest", path, "--call", call, "--format", "json"])
-        out.append(["ceiling", path, "--call", call, "--format", "json"])
-    out.append(["suggest", str(STYLES / "tut03_matmul.py"), "--call", MATMUL])
-    out.append(["apply", str(STYLES / "libtuner_style.py"), "--call", FILES["libtuner_style.py"][1], "--dry-run",
-                "--min-speedup", "1.0"])
-    out.append(["ceiling", str(STYLES / "tut03_matmul.py"), "--call", MATMUL])
-    return out
+_RESULTS: dict[str, list] = {}  # command line -> [exit code, stdout, stderr], run once per test session
 
 
-@pytest.fixture(scope="module")
-def cli_results() -> dict:
-    commands = _commands()
-    done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(commands), cwd=REPO, capture_output=True,
-                          text=True, timeout=900, env={**os.environ, "TRITON_INTERPRET": "0",
-                                                       "PYTHONPATH": str(REPO), "COLUMNS": "140"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
-    return {" ".join(argv): result for argv, result in zip(commands, results, strict=True)}
+def cli(*commands: list[str]) -> list[list]:
+    """Run the commands not yet run through `advisor.cli.main` in one child process (the compile pool and
+    cache it starts serve them all), and return each one's exit code, stdout and stderr."""
+    missing = [argv for argv in commands if " ".join(argv) not in _RESULTS]
+    if missing:
+        done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(missing), cwd=REPO,
+                              capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(REPO), "COLUMNS": "140"})
+        assert done.returncode == 0, done.stderr[-3000:]
+        results = json.loads(done.stdout.strip().splitlines()[-1])
+        _RESULTS.update((" ".join(argv), result) for argv, result in zip(missing, results, strict=True))
+    return [_RESULTS[" ".join(argv)] for argv in commands]
 
 
-@pytest.mark.parametrize("name", sorted(FILES))
-def test_suggest_and_ceiling_on_every_style(cli_results, name):
+# A style's search compiles tens of configs for sm_90 (the tutorial matmul's and the library tuner's over a minute
+# on 2 cores): two styles that take the generic path through an autotune list (a FlagGems-style list and a
+# factory-built kernel) run in the default suite, every style with `-m slow`.
+QUICK_STYLES = {"flaggems_style.py", "torchao_style.py"}
+
+
+@pytest.mark.parametrize("name", [n if n in QUICK_STYLES else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(FILES)])
+def test_suggest_and_ceiling_on_every_style(name):
     _, call, kernels, configs = FILES[name]
     path = str(STYLES / name)
-    rc, out, err = cli_results[" ".join(["suggest", path, "--call", call, "--format", "json"])]
+    (rc, out, err), ceiling_result = cli(["suggest", path, "--call", call, "--format", "json"],
+                                         ["ceiling", path, "--call", call, "--format", "json"])
     assert rc in (0, 1), err
     (advice,) = json.loads(out)["launches"]
     assert advice["kernel"] == kernels[0] and advice["ranked"]
@@ -452,7 +464,7 @@ def test_suggest_and_ceiling_on_every_style(cli_results, name):
     held = any("the current config stays" in n for n in advice["notes"])
     evidence = [t for t, g in zip(times, guess, strict=True) if not g] or times
     assert not kept or times[0] <= min(evidence) * (1.5 if held else 1.005)
-    rc, out, err = cli_results[" ".join(["ceiling", path, "--call", call, "--format", "json"])]
+    rc, out, err = ceiling_result
     assert rc == 0, err
     ceiling = json.loads(out)
     assert ceiling["kernel"] == kernels[0] and ceiling["ceiling_us"] > 0
@@ -473,7 +485,8 @@ def test_suggest_and_ceiling_on_every_style(cli_results, name):
         assert past or advice["speedup"] == 1.0, advice["notes"]
 
 
-def test_a_library_autotuner_is_captured_and_its_host_params_stay_out_of_the_list(cli_results):
+@pytest.mark.slow
+def test_a_library_autotuner_is_captured_and_its_host_params_stay_out_of_the_list():
     """FlagGems' LibTuner times configs in a `run` of its own: the capture routes it too (it raised
     "timing a kernel needs a GPU"), and `apply`
     proposes no config the list already holds, nor the GROUP_M the host passes (the captured configs
@@ -481,12 +494,13 @@ def test_a_library_autotuner_is_captured_and_its_host_params_stay_out_of_the_lis
     points at the function its decorator's `configs=` calls."""
     path = STYLES / "libtuner_style.py"
     call = FILES["libtuner_style.py"][1]
-    rc, out, err = cli_results[" ".join(["suggest", str(path), "--call", call, "--format", "json"])]
+    (rc, out, err), applied = cli(["suggest", str(path), "--call", call, "--format", "json"],
+                                  ["apply", str(path), "--call", call, "--dry-run", "--min-speedup", "1.0"])
     (advice,) = json.loads(out)["launches"]
     line = path.read_text().splitlines().index("def get_tuned_config(op):") + 1  # the function building the list
     assert advice["location"]["line"] == line and advice["considered"] >= 4  # the list, and configs past it
     assert any(n.startswith("autotuned over 4 configs") for n in advice["notes"])
-    rc, out, err = cli_results[" ".join(["apply", str(path), "--call", call, "--dry-run", "--min-speedup", "1.0"])]
+    rc, out, err = applied
     assert (rc, "GROUP_M" in out + err, "Traceback" in err) == (0, False, False), out + err
     assert "nothing to change" in out
 
@@ -504,12 +518,13 @@ def _first_row(table: str) -> str:
     return lines[rule + 1]
 
 
-def test_suggest_and_ceiling_text_for_the_tutorial_matmul(cli_results):
+@pytest.mark.slow
+def test_suggest_and_ceiling_text_for_the_tutorial_matmul():
     path = str(STYLES / "tut03_matmul.py")
-    rc, out, err = cli_results[" ".join(["suggest", path, "--call", MATMUL])]
+    (rc, out, err), ceiling_result = cli(["suggest", path, "--call", MATMUL], ["ceiling", path, "--call", MATMUL])
     assert rc in (0, 1), err
     assert " current " in out and "autotuned over 4 configs" in " ".join(out.split())  # the expected pick
-    rc, out, err = cli_results[" ".join(["ceiling", path, "--call", MATMUL])]
+    rc, out, err = ceiling_result
     text = " ".join(out.split())
     assert rc == 0 and "matmul_kernel on NVIDIA H100 80GB HBM3, current config M128 N256 K64 G8 w8 s3" in text
     assert "◀ binding" in text

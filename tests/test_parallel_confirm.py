@@ -167,6 +167,7 @@ def _unrolled_kernel(folder: Path) -> Path:
     return source
 
 
+@pytest.mark.slow
 def test_a_compile_past_the_limit_is_stopped_and_then_refused_at_once(cold_cache, monkeypatch):
     # minutes of LLVM on one config (a FlagGems top-k at BLOCK_SIZE 8192, RESULTS 34c) must not hold the
     # search: here a static unroll that compiles for minutes, against a 10 s limit, beside quick configs
@@ -205,6 +206,7 @@ def test_a_compile_past_the_limit_is_stopped_and_then_refused_at_once(cold_cache
         compile_launch(slow, 90, cached_only=True)
 
 
+@pytest.mark.slow
 def test_a_search_past_its_time_limit_ranks_what_compiled(cold_cache, monkeypatch):
     # a space of slow compiles (each under the one-compile limit) must not hold `suggest` for their sum: past
     # TRITON_ADVISOR_SEARCH_LIMIT the compiles in flight are stopped and the configs that compiled are ranked

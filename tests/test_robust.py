@@ -238,6 +238,7 @@ def test_min_speedup_must_be_a_finite_factor(command, value, capsys):
                f"--min-speedup {float(value)}")
 
 
+@pytest.mark.slow
 def test_tokens_select_engine_file_entries(capsys):
     code, out, _ = run(["suggest", H100_FILE, "--tokens", "64,1024", "--format", "json", *FAST], capsys)
     assert code in (0, 1)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from advisor.advice.suggest import subjects_for
 from advisor.advice.tile_roles import _loops_over
 from ceilings.compile import load_kernel
@@ -69,22 +71,28 @@ def test_loop_tiles_are_found_in_ranges_and_through_names_and_helpers(tmp_path):
     assert _loops_over(load_kernel(path, "sorts"), "BLOCK") is False  # a tensor's length sets that loop
 
 
-def test_a_row_softmax_keeps_its_block_size_and_a_vector_add_may_change_its():
-    gpu = resolve_gpu("h100")
-    (softmax,) = subjects_for(str(STYLES / "tut02_fused_softmax.py"), call="softmax(randn(4096, 781))", gpu=gpu)
+@pytest.mark.slow  # its warps and stages climb compiles a dozen softmax configs (about a minute on 2 cores, cold)
+def test_a_row_softmax_keeps_its_block_size():
+    (softmax,) = subjects_for(str(STYLES / "tut02_fused_softmax.py"), call="softmax(randn(4096, 781))",
+                              gpu=resolve_gpu("h100"))
     space = softmax.space()
     assert len(space) > 1 and {c["BLOCK_SIZE"] for c in space} == {1024}  # 512 would drop columns 512..780
     assert any("kept as launched: BLOCK_SIZE=1024" in n for n in softmax.notes)
 
+
+@pytest.mark.slow  # the climb compiles a dozen block sizes and their warps (about two minutes on 2 cores, cold)
+def test_a_vector_add_may_change_its_block_size():
     (add,) = subjects_for(str(STYLES / "tut01_vector_add.py"), call="add(randn(98432, f32), randn(98432, f32))",
-                          gpu=gpu)
+                          gpu=resolve_gpu("h100"))
     # its grid lambda follows BLOCK_SIZE: the first neighbourhood halves it, and the climb may go on from there
     # (how far it climbs follows the model's ranking: powers of two, within what one CTA holds)
     assert {512, 1024} <= {c["BLOCK_SIZE"] for c in add.space()} <= {1 << k for k in range(7, 14)}
     assert not any("kept as launched" in n for n in add.notes)
 
+
+def test_a_layer_norm_whose_loop_walks_the_row_may_change_its_block_size():
     (norm,) = subjects_for(str(STYLES / "tut05_layer_norm.py"), call="layer_norm_fwd(randn(4096, 8192, f16), (8192,), "
-                           "randn(8192, f16), randn(8192, f16))", gpu=gpu)
+                           "randn(8192, f16), randn(8192, f16))", gpu=resolve_gpu("h100"))
     assert len({c["BLOCK_SIZE"] for c in norm.space()}) > 1  # a loop walks the row in BLOCK_SIZE steps
 
 

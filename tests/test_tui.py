@@ -692,6 +692,7 @@ def test_run_refuses_an_unreadable_file_or_unknown_gpu_before_starting(tmp_path,
 
 # ------------------------------------------------------------------- a kernel file this project did not write
 
+@pytest.mark.slow
 def test_a_tutorial_style_matmul_with_a_launch_trace_works_too():
     app = make_app(MATMUL, trace=str(MATMUL_LAUNCH))
 

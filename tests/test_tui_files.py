@@ -87,6 +87,7 @@ def pane_text(app, selector: str) -> str:
 
 # ----------------------------------------------------------------------------------------- the form
 
+@pytest.mark.slow
 def test_a_call_typed_in_the_form_is_captured_listed_and_ranked():
     app = make_app(TUT03)
 
@@ -113,7 +114,13 @@ def test_a_call_typed_in_the_form_is_captured_listed_and_ranked():
     drive(app, scenario)
 
 
-@pytest.mark.parametrize("name", sorted(STYLE_FILES))
+# Styles whose search compiles tens of configs for sm_90 (30 s to over two minutes each on 2 cores, cold) run with
+# `-m slow`; the others, each of another author's style, in the default suite.
+SLOW_STYLES = {"tut03_matmul.py", "libtuner_style.py", "tut04_dropout.py", "flaggems_style.py"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_STYLES else n
+                                  for n in sorted(STYLE_FILES)])
 def test_each_style_of_kernel_file_opens_and_ranks_the_configs_of_a_typed_call(monkeypatch, name):
     """Every fixture of tests/fixtures/styles/ (tutorials 01-06, Liger, FlagGems, torchao), as a user opens it:
     its kernels listed, the call of test_kernel_files typed in the form, its launch captured and ranked."""
@@ -188,15 +195,28 @@ def test_a_shape_for_a_file_that_takes_a_call_says_what_to_type_in_a_line_that_s
     drive(app, scenario)
 
 
-def test_a_file_that_cannot_open_says_why_in_the_pane_and_a_typed_launch_json_still_works(tmp_path):
+def _bad_file(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import triton\n\n@triton.jit\ndef k(x_ptr:\n    pass\n")
-    app = make_app(bad)
+    return bad
+
+
+def test_a_file_that_cannot_open_says_why_in_the_pane(tmp_path):
+    app = make_app(_bad_file(tmp_path))
 
     async def scenario(pilot):
         said = hint(app)
         assert said.startswith("cannot open bad.py:") and "syntax error" in said
         assert "cannot open" in screen_text(app)
+
+    drive(app, scenario)
+
+
+@pytest.mark.slow  # the matmul launch's search compiles its space (about two minutes on 2 cores, cold)
+def test_a_launch_json_typed_after_a_file_that_cannot_open_works(tmp_path):
+    app = make_app(_bad_file(tmp_path))
+
+    async def scenario(pilot):
         await type_in_form(pilot, str(MATMUL_LAUNCH))  # names its own kernel file
         (leaf,) = tree_leaves(app)
         assert leaf.data.kernel == "matmul_kernel" and app.advice.subject.kernel == "matmul_kernel"
@@ -437,6 +457,7 @@ async def wait_until_shown(pilot, timeout: float = 60.0):
 
 # ------------------------------------------------------------------------------------------- snapshots
 
+@pytest.mark.slow  # the snapshot holds the ranked table of the product's full search
 @pytest.mark.parametrize("size", [(80, 24), (140, 40)])
 def test_snapshot_tutorial_matmul_from_a_call(size, monkeypatch, tmp_path):
     monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path))
@@ -454,6 +475,7 @@ def test_snapshot_tutorial_matmul_from_a_call(size, monkeypatch, tmp_path):
 # ----------------------------------------------------------------------------------------------- tmux
 
 @needs_tmux
+@pytest.mark.slow
 def test_real_program_in_tmux_from_opening_to_a_ranked_table(tmp_path):
     with TmuxSession(tmp_path, "advisor-tui-files", advisor_tui(str(TUT03), "--no-confirm"), (120, 36)) as tui:
         screen = tui.wait_for(r"type a call of matmul")
@@ -472,6 +494,7 @@ def test_real_program_in_tmux_from_opening_to_a_ranked_table(tmp_path):
 
 
 @needs_tmux
+@pytest.mark.slow
 def test_real_program_leaves_within_a_second_during_a_cold_compile(tmp_path):
     """The real program, an empty compile cache: `q` while the compile bar counts the candidates' compiles
     ends the process (and the compiler processes it started) in under a second."""
@@ -520,6 +543,7 @@ def _quantize_rows(x):
     assert host_calls(source, ["quant_kernel"]) == ["quantize(x, block_size=128)"]
 
 
+@pytest.mark.slow
 def test_suggestion_rows_show_a_kernels_own_config_names_whole():
     """A kernel with its own parameter names (`BM=64 BN=128 BK=128 w8 s3`, 25 characters): the config column was 23
     wide, so rows that differ only in num_stages read alike; it now fits the longest label."""

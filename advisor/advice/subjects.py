@@ -212,6 +212,21 @@ def grid_rule(launch: Launch) -> Callable[[Config], tuple[int, ...]]:
     return launch_rule(launch).grid
 
 
+COMPILE_BUDGET_ENV = "TRITON_ADVISOR_COMPILE_BUDGET"
+
+
+def compile_budget(default: int) -> int:
+    """The configs a search compiles for a launch's first pick (each further neighbourhood: half as many):
+    `default`, or fewer where TRITON_ADVISOR_COMPILE_BUDGET asks for fewer (a slow machine's shorter search,
+    ranking fewer candidates; the test suite's default run)."""
+    given = os.environ.get(COMPILE_BUDGET_ENV, "").strip()
+    if not given:
+        return default
+    if not given.isdigit() or int(given) < 1:
+        raise AdvisorError(f"{COMPILE_BUDGET_ENV}={given!r}: give a whole number of configs, 1 or more")
+    return min(default, int(given))
+
+
 class LaunchSubject(Subject):
     """Any kernel through a Launch (a trace, a launch file or autotune arguments): compiled SASS demand."""
 
@@ -349,6 +364,7 @@ class LaunchSubject(Subject):
         return with_heuristics(made, values)
 
     max_configs = 32  # each config of a generic kernel is compiled for its demand: a budget per launch
+    # (TRITON_ADVISOR_COMPILE_BUDGET lowers it: `compile_budget`)
     climb_rounds = 3  # further neighbourhoods around the predicted best, for a kernel that declares no space
     # past an autotune list, around its predicted best: its author searched the list's region already, and each
     # round compiles up to half the budget again (FlagGems' mm: 22 configs, then 8 past them, 19 s here)
@@ -364,12 +380,13 @@ class LaunchSubject(Subject):
         declared = self._space is not None
         full = self._not_overridden(self._space if declared else around(self.current, self._covering_tiles()))
         fixed = declared and not self._extends_list()  # a declared space searched as it is
-        if len(full) <= self.max_configs and (fixed or (not declared and self.climb_rounds == 0)):
+        budget = compile_budget(self.max_configs)
+        if len(full) <= budget and (fixed or (not declared and self.climb_rounds == 0)):
             return full
         picked = full
-        if len(full) > self.max_configs:
+        if len(full) > budget:
             feasible = [c for c in full if self.precheck(c) is None]
-            picked = guided_pick(feasible, self.current, self.max_configs, self._predicted_us)
+            picked = guided_pick(feasible, self.current, budget, self._predicted_us)
             self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(picked)} the "
                               "latency model led to were compiled and ranked (each config is compiled for its demand)")
         self._picked = picked if fixed else self._climb(picked, past_list=declared)
@@ -408,7 +425,7 @@ class LaunchSubject(Subject):
             feasible = [c for c in near if self.precheck(c) is None]
             if not feasible:
                 break
-            per_round = self.max_configs // 2  # a round is a step, not a new search: half the first budget
+            per_round = compile_budget(self.max_configs) // 2  # a round is a step, not a new search: half the budget
             batch = (guided_pick(feasible, best, per_round, self._predicted_us)
                      if len(feasible) > per_round else feasible)
             batch = [c for c in batch if c not in times]
