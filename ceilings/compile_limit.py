@@ -6,7 +6,8 @@ BLOCK_SIZE 8192 kept `suggest` busy past 150 s, RESULTS 34c) is stopped by the c
 leaves a marker beside the cache entry the compile would have written: the config is then refused at
 once, as a config that does not compile, until the limit is raised above the one it ran past.
 The pool (advisor.advice.compile_pool) reads each worker's note, kills a worker past the limit and
-calls `mark_stalled`.
+calls `mark_stalled`. The limits, and the counts a search takes from the environment (`whole_number`), are read
+here, each bad value one line naming its setting.
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ def _seconds(env: str, default: float, what: str) -> float:
     if limit <= 0:
         raise AdvisorError(f"{env}={given!r}: give the seconds {what}, a number above 0")
     return limit
+
+
+def whole_number(env: str, what: str) -> int | None:
+    """A count of `what` from `env` (None when unset); anything but a whole number of 1 or more is the user's error."""
+    given = os.environ.get(env, "").strip()
+    if not given:
+        return None
+    if not given.isdigit() or int(given) < 1:
+        raise AdvisorError(f"{env}={given!r}: give a whole number of {what}, 1 or more")
+    return int(given)
 
 
 def compile_limit_s() -> float:

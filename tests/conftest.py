@@ -62,16 +62,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
-@pytest.fixture(autouse=True)
-def _the_products_search_budget_when_slow(request, monkeypatch):
-    if request.node.get_closest_marker("slow"):
-        monkeypatch.delenv("TRITON_ADVISOR_COMPILE_BUDGET", raising=False)
-
-
 @pytest.fixture
 def products_search_budget(monkeypatch):
-    """The product's own search budget for a test whose searches compile little (predictions faked)."""
+    """The product's own search budget: every slow test's, and a test's whose searches compile little."""
     monkeypatch.delenv("TRITON_ADVISOR_COMPILE_BUDGET", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _the_products_search_budget_when_slow(request):
+    if request.node.get_closest_marker("slow"):
+        request.getfixturevalue("products_search_budget")
 
 
 @pytest.fixture

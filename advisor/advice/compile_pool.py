@@ -51,11 +51,11 @@ _lock = threading.Lock()
 def cores() -> int:
     """The compile workers to run: TRITON_ADVISOR_WORKERS when set (1: compile in this process), else
     the cores this process may run on (a container's or taskset's share, not the machine's)."""
-    given = os.environ.get("TRITON_ADVISOR_WORKERS", "").strip()
-    if given:
-        if not given.isdigit() or int(given) < 1:
-            raise AdvisorError(f"TRITON_ADVISOR_WORKERS={given!r}: give a whole number of workers, 1 or more")
-        return int(given)
+    from ceilings.compile_limit import whole_number
+
+    given = whole_number("TRITON_ADVISOR_WORKERS", "workers")
+    if given is not None:
+        return given
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows

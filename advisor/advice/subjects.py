@@ -219,12 +219,10 @@ def compile_budget(default: int) -> int:
     """The configs a search compiles for a launch's first pick (each further neighbourhood: half as many):
     `default`, or fewer where TRITON_ADVISOR_COMPILE_BUDGET asks for fewer (a slow machine's shorter search,
     ranking fewer candidates; the test suite's default run)."""
-    given = os.environ.get(COMPILE_BUDGET_ENV, "").strip()
-    if not given:
-        return default
-    if not given.isdigit() or int(given) < 1:
-        raise AdvisorError(f"{COMPILE_BUDGET_ENV}={given!r}: give a whole number of configs, 1 or more")
-    return min(default, int(given))
+    from ceilings.compile_limit import whole_number
+
+    given = whole_number(COMPILE_BUDGET_ENV, "configs")
+    return default if given is None else min(default, given)
 
 
 class LaunchSubject(Subject):
@@ -389,7 +387,7 @@ class LaunchSubject(Subject):
             picked = guided_pick(feasible, self.current, budget, self._predicted_us)
             self.notes.append(f"{len(full)} configs in the space ({len(feasible)} fit); the {len(picked)} the "
                               "latency model led to were compiled and ranked (each config is compiled for its demand)")
-        self._picked = picked if fixed else self._climb(picked, past_list=declared)
+        self._picked = picked if fixed else self._climb(picked, budget, past_list=declared)
         return list(self._picked)
 
     def _extends_list(self) -> bool:
@@ -405,7 +403,7 @@ class LaunchSubject(Subject):
                 return False
         return True
 
-    def _climb(self, first: list[Config], past_list: bool = False) -> list[Config]:
+    def _climb(self, first: list[Config], budget: int, past_list: bool = False) -> list[Config]:
         """`first` (the neighbourhood of the current config) and, round after round, the one-step
         neighbourhood of the config the model ranks fastest so far, while that config moves: a tile of
         64 whose best value is 1024 is four steps away, which one neighbourhood never reaches (flashnn's
@@ -425,7 +423,7 @@ class LaunchSubject(Subject):
             feasible = [c for c in near if self.precheck(c) is None]
             if not feasible:
                 break
-            per_round = compile_budget(self.max_configs) // 2  # a round is a step, not a new search: half the budget
+            per_round = budget // 2  # a round is a step, not a new search: half the first budget
             batch = (guided_pick(feasible, best, per_round, self._predicted_us)
                      if len(feasible) > per_round else feasible)
             batch = [c for c in batch if c not in times]
