@@ -176,6 +176,8 @@ CALIBRATION_KEYS = {
     "launch_us": "time per empty-kernel launch inside a CUDA graph of back-to-back launches, us",
     "atomic_add_l2_tbs": "float32 atomic adds (relaxed, result unused) into a buffer that fits in L2, bytes, TB/s",
     "atomic_add_dram_tbs": "float32 atomic adds into a buffer far larger than L2, bytes added, TB/s",
+    "l2_latency_ns": "load-to-use latency of an L2 hit (one thread chasing a ring that fits in L2, L1 skipped), ns",
+    "dram_latency_ns": "load-to-use latency of a DRAM access (the same chase after the L2 is flushed), ns",
 }
 
 

@@ -90,3 +90,14 @@ def empty_kernel(out_ptr, flag):
     """Does nothing when flag is 0 (the launch floor); the store keeps the kernel from being empty."""
     if flag != 0:
         tl.store(out_ptr, 1.0)
+
+
+@triton.jit
+def pointer_chase_kernel(ring_ptr, out_ptr, start, hops):
+    """Follows `hops` links of a ring of int64 element indices (each node holds the index of the next), so every
+    load's address waits on the previous load's value: time per hop is a load's latency from wherever the ring
+    lies. `.cg` skips L1, so a ring that fits in L2 measures an L2 hit and one flushed from L2 a DRAM access."""
+    node = start.to(tl.int64)
+    for _ in range(hops):
+        node = tl.load(ring_ptr + node, cache_modifier=".cg")
+    tl.store(out_ptr, node)

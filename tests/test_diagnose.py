@@ -14,6 +14,7 @@ import pytest
 from advisor.advice import moe
 from advisor.advice.ceiling import parse_config
 from advisor.advice.diagnose import LOAD_LATENCY_CYCLES, diagnose, render_lines
+from advisor.advice.diagnose_causes import load_latency_cycles
 from advisor.advice.subjects import FamilySubject, LaunchSubject
 from advisor.cli import main
 from ceilings.errors import AdvisorError
@@ -24,6 +25,8 @@ from kernels.family import family_named
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "floor_kernels.py"
 GPU = resolve_gpu("h100")
 SMS = GPU.spec.sms
+# The H100's load latencies in cycles at its boost clock: its calibration's pointer chase (benchmarks/RESULTS.md 65).
+LATENCY, LATENCY_SOURCE = load_latency_cycles(GPU.calibration, LOAD_LATENCY_CYCLES[90], GPU.rates.clock_ghz * 1e9)
 LONG = 10_000.0  # a measured time far above any estimate here: no cause is capped
 
 
@@ -64,7 +67,7 @@ def test_ctas_that_only_exit_cost_one_l2_round_trip_per_round_of_slots():
     exit_only = next(c for c in d.causes if c.name == "exit-only CTAs")
     # Half the CTAs exit; many fit on an SM at once, so they take one round of slots.
     assert f"{SMS} of {2 * SMS} CTAs only exit: 1 round(s)" in exit_only.why
-    assert exit_only.estimate_us == pytest.approx(LOAD_LATENCY_CYCLES[90]["l2"] / (GPU.rates.clock_ghz * 1e3))
+    assert exit_only.estimate_us == pytest.approx(LATENCY["l2"] / (GPU.rates.clock_ghz * 1e3))
     assert d.cause("padding") == 0.0
     check_sums(d)
 
@@ -78,7 +81,7 @@ def fill_drain_expected(subject: FamilySubject, bk=64) -> tuple[float, float]:
     trip_s = 2 * 128 * 256 * bk / tensor_rate_per_sm(dm.tensor_dtype)
     load_s = (128 + 256) * bk * 2 / (GPU.rates.l2_tbs * 1e12 / SMS)
     frac = min(1.0, dm.dram_bytes / dm.l2_bytes)
-    cycles = frac * LOAD_LATENCY_CYCLES[90]["dram"] + (1 - frac) * LOAD_LATENCY_CYCLES[90]["l2"]
+    cycles = frac * LATENCY["dram"] + (1 - frac) * LATENCY["l2"]
     return (cycles / (GPU.rates.clock_ghz * 1e9) + min(load_s, trip_s)) * 1e6, trips * trip_s * 1e6
 
 

@@ -271,3 +271,37 @@ def test_scaling_each_steps_product_in_a_warpgroup_mma_loop_is_named():
     fma_per_sm = GPU.rates.fma_tflops * 1e12 / 2 / 32 / SMS
     assert cause["estimate_us"] == pytest.approx(32 * 4 * 2048 / fma_per_sm * 1e6, rel=1e-4)  # printed to 3 places
     assert "MMA-result scaling" not in causes("fp8_gemm(randn(8192, 1024, f8), randn(1024, 8192, f8))")
+
+
+def test_a_measured_load_latency_replaces_the_documented_one_and_the_note_names_its_file(tmp_path, monkeypatch):
+    # An H100 PCIe has no calibration: the documented latencies. The H100's shipped calibration carries the pointer
+    # chase's; a user's calibration with latencies twice those makes the K loop's fill (latency + one trip, per
+    # exposed CTA) one shipped latency longer per exposed CTA.
+    from advisor.advice.diagnose import LOAD_LATENCY_CYCLES
+    from advisor.advice.diagnose_causes import calibrated_values, load_latency_cycles
+    from ceilings.hardware import SHIPPED_CALIBRATIONS, resolve_gpu
+
+    pcie = diagnose(gemm("4096,4096,8192", gpu=resolve_gpu("NVIDIA H100 PCIe")), time_us=LONG)
+    assert any("documented for the architecture" in n for n in pcie.notes), pcie.notes
+    shipped = SHIPPED_CALIBRATIONS / "NVIDIA_H100_80GB_HBM3.json"
+    clock_hz = GPU.rates.clock_ghz * 1e9
+    measured, source = load_latency_cycles(str(shipped), LOAD_LATENCY_CYCLES[90], clock_hz)
+    values = json.loads(shipped.read_text())["values"]
+    assert source == str(shipped) and measured == pytest.approx(
+        {"l2": values["l2_latency_ns"] * clock_hz * 1e-9, "dram": values["dram_latency_ns"] * clock_hz * 1e-9})
+    first = diagnose(gemm("4096,4096,8192", gpu=resolve_gpu("h100")), time_us=LONG)
+    assert any(n.endswith(f"measured ({shipped})") for n in first.notes), first.notes
+
+    (tmp_path / "calibration").mkdir()
+    mine = tmp_path / "calibration" / shipped.name
+    cal = json.loads(shipped.read_text())
+    cal["values"] |= {k: 2 * values[k] for k in ("l2_latency_ns", "dram_latency_ns")}
+    mine.write_text(json.dumps(cal))
+    monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path))
+    calibrated_values.cache_clear()  # a calibration file is read once a process
+    second = diagnose(gemm("4096,4096,8192", gpu=resolve_gpu("h100")), time_us=LONG)
+    assert any(n.endswith(f"measured ({mine})") for n in second.notes), second.notes
+    fills = [next(c for c in d.causes if c.name == "fill/drain") for d in (first, second)]
+    latency_us, exposed = map(float, re.search(r"\(([\d.]+) us latency.*exposed (\d+)x", fills[0].why).groups())
+    assert fills[1].estimate_us - fills[0].estimate_us == pytest.approx(exposed * latency_us, rel=0.05)
+    check_sums(second)

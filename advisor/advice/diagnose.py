@@ -69,6 +69,7 @@ from advisor.advice.diagnose_causes import (
     atomic_rates,
     atomics,
     dram_writes,
+    load_latency_cycles,
     operand_staging,
     read_write_rates,
 )
@@ -317,8 +318,13 @@ def _diagnose(subject, config: Config, ceiling: Ceiling, time_us: float, basis: 
     resident = min(per_sm, busiest_ctas)
     resident_per_sm = per_sm
     exposed = busiest_ctas if resident == 1 else 1  # CTAs whose fill and epilogue no other CTA hides
-    latency = LOAD_LATENCY_CYCLES.get(spec.arch)
     clock_hz = rates.clock_ghz * 1e9
+    latency, latency_source = load_latency_cycles(getattr(subject.gpu, "calibration", None),
+                                                  LOAD_LATENCY_CYCLES.get(spec.arch), clock_hz)
+    if latency is not None:
+        notes.append(f"load latency {latency['l2']:.0f} cycles from L2, {latency['dram']:.0f} from DRAM: "
+                     + (f"measured ({latency_source})" if latency_source else
+                        "documented for the architecture (Luo et al.; `advisor calibrate` on this GPU measures it)"))
     sass = _read_sass(subject, config, notes) if sass is None else sass
     loop = _loop(subject, config, d, sass, notes)
     mem_rate = (rates.l2_tbs or rates.dram_tbs) * 1e12 / sms  # one SM's share of the L2 rate, bytes/s

@@ -117,8 +117,8 @@ def operand_staging(tiles: tuple[int, int, int], num_warps: int, kind: str, size
 # ---------------------------------------------------------------------------------------- DRAM writes
 
 @functools.lru_cache(maxsize=32)
-def calibrated_rates(calibration_path: str | None, keys: tuple[str, ...]) -> tuple[float, ...] | None:
-    """The calibration file's rates under `keys` (TB/s) in bytes/s, None without the file or any of them."""
+def calibrated_values(calibration_path: str | None, keys: tuple[str, ...]) -> tuple[float, ...] | None:
+    """The calibration file's values under `keys`, as stored; None without the file or any of them."""
     from pathlib import Path
 
     from ceilings.hardware import Calibration
@@ -128,7 +128,31 @@ def calibrated_rates(calibration_path: str | None, keys: tuple[str, ...]) -> tup
     values = Calibration.from_json(Path(calibration_path).read_text(), calibration_path).values
     if any(k not in values for k in keys):
         return None
-    return tuple(values[k] * 1e12 for k in keys)
+    return tuple(values[k] for k in keys)
+
+
+def calibrated_rates(calibration_path: str | None, keys: tuple[str, ...]) -> tuple[float, ...] | None:
+    """The calibration file's rates under `keys` (TB/s) in bytes/s, None without the file or any of them."""
+    values = calibrated_values(calibration_path, keys)
+    return None if values is None else tuple(v * 1e12 for v in values)
+
+
+def load_latency_cycles(calibration_path: str | None, documented: dict[str, float] | None,
+                        clock_hz: float) -> tuple[dict[str, float] | None, str | None]:
+    """Load-to-use latency of an L2 hit and of a DRAM access, in cycles at `clock_hz`: measured on this GPU
+    (`advisor calibrate`'s pointer chase, ns) where the calibration in use, or else the shipped one of the same GPU,
+    has both, with that file's path; otherwise the documented figures of the GPU's architecture and None."""
+    from pathlib import Path
+
+    from ceilings.hardware import SHIPPED_CALIBRATIONS
+
+    keys = ("l2_latency_ns", "dram_latency_ns")
+    for path in (calibration_path, calibration_path and str(SHIPPED_CALIBRATIONS / Path(calibration_path).name)):
+        if path and Path(path).exists():
+            ns = calibrated_values(path, keys)
+            if ns is not None:
+                return {"l2": ns[0] * 1e-9 * clock_hz, "dram": ns[1] * 1e-9 * clock_hz}, path
+    return documented, None
 
 
 def read_write_rates(calibration_path: str | None) -> tuple[float, float, str | None] | None:

@@ -85,6 +85,50 @@ def probe_atomics(torch, l2_bytes: int) -> dict:
     return out
 
 
+def probe_load_latency(torch, l2_bytes: int, hops: int = 4096, runs: int = 7) -> dict:
+    """Load-to-use latency of one load at a time, ns: a single thread chasing a ring of `hops` nodes over 16 MiB,
+    one node per 4 KiB (no two share a line; the ring's few large pages stay in the TLB), after a warm chase
+    (L2 hits) and after a write of 4x the L2 that flushes it (DRAM accesses). Median of `runs` chases timed with
+    CUDA events; a chase of ~1 ms makes the launch (a few us) negligible. `advisor diagnose` prices the latency
+    of the K loop's fill and of too few bytes in flight with it (benchmarks/RESULTS.md section 65)."""
+    from kernels.probes import pointer_chase_kernel
+
+    ring, order = chase_ring(torch, 16 << 20)
+    ring = ring.to("cuda")
+    out = torch.empty(1, dtype=torch.int64, device="cuda")
+    flush = torch.empty(l2_bytes, dtype=torch.float32, device="cuda")  # 4 bytes each: 4x the L2
+    start = int(order[0])
+    pointer_chase_kernel[(1,)](ring, out, start, hops - 1, num_warps=1)
+    if int(out.item()) != int(order[(hops - 1) % order.numel()]):
+        raise AdvisorError("the load-latency probe ended on the wrong node; the GPU or Triton is misbehaving")
+    result = {}
+    for key, flushed in (("l2_latency_ns", False), ("dram_latency_ns", True)):
+        per_hop = []
+        for run in range(runs):
+            if flushed:
+                flush.fill_(float(run))
+            else:
+                pointer_chase_kernel[(1,)](ring, out, start, hops, num_warps=1)  # the chase's nodes into L2
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            pointer_chase_kernel[(1,)](ring, out, start, hops, num_warps=1)
+            end.record()
+            end.synchronize()
+            per_hop.append(begin.elapsed_time(end) * 1e6 / hops)
+        result[key] = sorted(per_hop)[len(per_hop) // 2]
+    return result
+
+
+def chase_ring(torch, ring_bytes: int, node_bytes: int = 4096, seed: int = 11):
+    """A ring of int64 element indices over `ring_bytes`, one node per `node_bytes` in a random order: (the ring,
+    its nodes' indices in the order a chase visits them)."""
+    span, stride = ring_bytes // 8, node_bytes // 8
+    order = torch.randperm(span // stride, generator=torch.Generator().manual_seed(seed)) * stride
+    ring = torch.zeros(span, dtype=torch.int64)
+    ring[order] = torch.roll(order, -1)
+    return ring, order
+
+
 def probe_tensor(torch) -> dict:
     n = 8192
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -131,8 +175,9 @@ def calibrate(out_dir: str | Path | None = None) -> tuple[Calibration, Path]:
     name = torch.cuda.get_device_name()
     spec = get_spec(name)
     values: dict[str, float] = {}
-    for probe in (probe_launch, probe_dram, lambda t: probe_l2(t, spec.l2_bytes or 50 << 20), probe_tensor,
-                  probe_fma_xu, lambda t: probe_atomics(t, spec.l2_bytes or 50 << 20)):
+    l2_bytes = spec.l2_bytes or 50 << 20
+    for probe in (probe_launch, probe_dram, lambda t: probe_l2(t, l2_bytes), probe_tensor, probe_fma_xu,
+                  lambda t: probe_atomics(t, l2_bytes), lambda t: probe_load_latency(t, l2_bytes)):
         values.update(probe(torch))
         torch.cuda.empty_cache()
     values = {k: round(v, 4) for k, v in values.items() if k in CALIBRATION_KEYS}
