@@ -537,36 +537,11 @@ def _set_up_to_interpret() -> bool:
     return not isinstance(standard.cdiv, JITFunction)
 
 
-_CHILD = """
-import json, sys
-from dataclasses import asdict
-from ceilings.errors import AdvisorError
-from ceilings.launch import Launch
-from ceilings.compile import compile_launch
-try:
-    request = json.loads(sys.stdin.read())
-    result = compile_launch(Launch.from_dict(request["launch"]), request["arch"], request["use_cache"])
-    print(json.dumps(asdict(result)))
-except AdvisorError as exc:
-    print(exc, file=sys.stderr)
-    sys.exit(2)
-"""
-
-
 def _compile_in_child(launch: Launch, arch: int, use_cache: bool) -> CompiledKernel:
-    """Compile in a child process without the CPU interpreter: in a process where TRITON_INTERPRET is
-    set, Triton's own library functions (tl.cdiv, ...) are interpreted objects that code generation
-    cannot use."""
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "TRITON_INTERPRET": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    request = json.dumps({"launch": launch.to_dict(), "arch": arch, "use_cache": use_cache})
-    done = subprocess.run([sys.executable, "-c", _CHILD], input=request, capture_output=True, text=True, env=env)
-    if done.returncode == 2:
-        raise AdvisorError(done.stderr.strip().splitlines()[-1])
-    if done.returncode != 0:
-        raise RuntimeError(f"compiling {launch.kernel} in a child process failed:\n{done.stderr[-2000:]}")
-    return CompiledKernel(**json.loads(done.stdout))
+    """Compile in a child process without the CPU interpreter (`ceilings.compile_child`: one for the process)."""
+    from ceilings.compile_child import compile_in_child
+
+    return compile_in_child(launch, arch, use_cache)
 
 
 @contextlib.contextmanager

@@ -208,6 +208,7 @@ def test_suggest_json_carries_a_diagnosis_per_launch(capsys):
     assert math.isfinite(diagnosis["explained_share"])
 
 
+@pytest.mark.slow  # compiles two one-warp row kernels and evaluates a 200,000-CTA grid (about 25 s on 2 busy cores)
 def test_a_grid_of_tiny_ctas_loses_its_gap_to_dispatch():
     from ceilings.latency_floor import empty_kernel_floor
 

@@ -146,6 +146,7 @@ def test_a_tile_on_another_axis_than_the_program_id_the_store_follows_is_free(tm
     assert group_tiles(load_kernel(str(path), "kernel"), {"BLOCK": {1}}) == set()
 
 
+@pytest.mark.slow  # three `suggest` runs of the torchao-style file in children (about 45 s of CPU on 2 cores)
 def test_suggest_keeps_the_quantisation_group_of_a_block_quantiser():
     """As a user runs it: the torchao-style file's absmax quantiser writes one scale per program; every
     config `suggest` ranks keeps BLOCK_SIZE=1024 (before, its neighbours 512 and 2048 were ranked), and it says

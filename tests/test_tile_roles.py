@@ -90,6 +90,7 @@ def test_a_vector_add_may_change_its_block_size():
     assert not any("kept as launched" in n for n in add.notes)
 
 
+@pytest.mark.slow  # searches the layer norm's block sizes, compiling each for sm_90 (about 20 s on 2 busy cores)
 def test_a_layer_norm_whose_loop_walks_the_row_may_change_its_block_size():
     (norm,) = subjects_for(str(STYLES / "tut05_layer_norm.py"), call="layer_norm_fwd(randn(4096, 8192, f16), (8192,), "
                            "randn(8192, f16), randn(8192, f16))", gpu=resolve_gpu("h100"))

@@ -722,6 +722,7 @@ def test_a_tutorial_style_matmul_with_a_launch_trace_works_too():
     drive(app, scenario)
 
 
+@pytest.mark.slow  # the typed launch is searched and compiled for sm_90 (about 15 s on 2 busy cores)
 def test_a_kernel_file_without_launches_shows_a_hint_and_takes_a_typed_launch_file():
     app = make_app(MATMUL)
 

@@ -116,7 +116,8 @@ def test_a_call_typed_in_the_form_is_captured_listed_and_ranked():
 
 # Styles whose search compiles tens of configs for sm_90 (30 s to over two minutes each on 2 cores, cold) run with
 # `-m slow`; the others, each of another author's style, in the default suite.
-SLOW_STYLES = {"tut03_matmul.py", "libtuner_style.py", "tut04_dropout.py", "flaggems_style.py"}
+SLOW_STYLES = {"tut03_matmul.py", "libtuner_style.py", "tut04_dropout.py", "flaggems_style.py",
+               "tut02_fused_softmax.py"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_STYLES else n
