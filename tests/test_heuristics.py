@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from advisor.advice.heuristics import heuristic_values, with_heuristics
@@ -85,6 +86,7 @@ def test_a_heuristic_that_needs_data_keeps_the_launched_value_with_a_note():
     assert sum("could not be evaluated" in n for n in subject.notes) == 1  # noted once
 
 
+@pytest.mark.slow  # searches the heuristic kernel's space, compiling it for sm_90 (about 14 s on 2 busy cores)
 def test_knobs_a_heuristic_sets_are_not_searched():
     """BLOCK_N and num_warps come from N (FlagGems' softmax sets num_warps so): a config with other values
     would launch the heuristic's, so the search keeps only configs the heuristics leave as they are."""

@@ -232,6 +232,7 @@ def test_an_autotuned_launch_is_calibrated_from_the_config_the_autotuner_picks(c
     assert steps[0][0] == pick
 
 
+@pytest.mark.slow  # searches and compiles an autotuned user-style kernel three times over (about 20 s on 2 busy cores)
 def test_the_sweep_times_the_autotuners_pick_again_when_its_timings_move_it(cache):
     """The autotuner's expected pick is the list's config predicted fastest; when the first timing finds it far
     slower than predicted, the corrected predictions name another pick, and `suggest` would weigh timed configs

@@ -215,7 +215,8 @@ def test_prune_keeps_the_predicted_fastest_autotune_configs():
         assert Pruner(2)(configs, named) == configs
 
 
-@pytest.mark.parametrize("outcome", ["slower", "wrong"])
+# The rollback itself runs by default (a wrong result); a slower one, the same path after a timing, with -m slow.
+@pytest.mark.parametrize("outcome", [pytest.param("slower", marks=pytest.mark.slow), "wrong"])
 def test_apply_verify_rolls_back_a_slower_or_wrong_config(outcome, capsys, tmp_path, monkeypatch):
     """--verify measures before and after (a fake GPU here) and restores the file when the new config is
     slower or gives a wrong result."""

@@ -114,10 +114,10 @@ def test_a_call_typed_in_the_form_is_captured_listed_and_ranked():
     drive(app, scenario)
 
 
-# Styles whose search compiles tens of configs for sm_90 (30 s to over two minutes each on 2 cores, cold) run with
-# `-m slow`; the others, each of another author's style, in the default suite.
+# Styles whose search compiles tens of configs for sm_90 (30 s to over two minutes each on 2 cores, cold), and three
+# tutorials of 12-16 s, run with `-m slow`; the others, each of another author's style, in the default suite.
 SLOW_STYLES = {"tut03_matmul.py", "libtuner_style.py", "tut04_dropout.py", "flaggems_style.py",
-               "tut02_fused_softmax.py"}
+               "tut01_vector_add.py", "tut02_fused_softmax.py", "tut05_layer_norm.py"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_STYLES else n
