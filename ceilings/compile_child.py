@@ -74,14 +74,17 @@ def _start() -> subprocess.Popen:
     return _child
 
 
-def stop() -> None:
-    """Close the child's input (it exits after the compile in hand) and forget it; the next compile starts one."""
+def stop(kill: bool = False) -> None:
+    """Close the child's input (it exits when idle; `kill`: at once, a compile in hand abandoned) and forget it; the
+    next compile starts one."""
     global _child
     child, _child = _child, None
     if child is not None:
         try:
+            if kill:
+                child.kill()
             child.stdin.close()
-            child.wait(timeout=30)
+            child.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired):
             child.kill()
     if _log is not None:
@@ -107,7 +110,7 @@ def compile_in_child(launch, arch: int, use_cache: bool):
             except OSError:
                 line = ""
             except BaseException:  # Ctrl-C while it compiles: its reply would answer the next request
-                stop()
+                stop(kill=True)
                 raise
             if line:
                 break

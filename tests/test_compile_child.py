@@ -68,3 +68,30 @@ def test_the_childs_errors_are_raised_here_and_a_dead_child_is_replaced(tmp_path
     compile_child._child.wait()
     compiled = compile_child.compile_in_child(launch_of(kernel), 90, False)
     assert compiled.registers > 0 and compile_child._child.pid != pid
+
+
+class _Interrupted:
+    """A child's output that raises KeyboardInterrupt while the parent waits for a reply (Ctrl-C mid-compile)."""
+
+    def readline(self):
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_waiting_kills_the_child_so_no_reply_answers_the_next_request(tmp_path, monkeypatch,
+                                                                                  fresh_child):
+    kernel = tmp_path / "scale.py"
+    kernel.write_text(KERNEL.format(body="x * 3.0"))
+    monkeypatch.setenv("TRITON_ADVISOR_HOME", str(tmp_path))
+    first = compile_child.compile_in_child(launch_of(kernel, block=256), 90, False)
+    child = compile_child._child
+    real_output, child.stdout = child.stdout, _Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        compile_child.compile_in_child(launch_of(kernel, block=512), 90, False)
+    assert child.poll() is not None and compile_child._child is None
+    real_output.close()
+    again = compile_child.compile_in_child(launch_of(kernel, block=1024), 90, False)
+    assert compile_child._child is not child
+    # the reply is the 1024 block's: not the first one's, nor the interrupted 512 block's
+    interrupted = compile_child.compile_in_child(launch_of(kernel, block=512), 90, False)
+    assert again.key == compile_child.compile_in_child(launch_of(kernel, block=1024), 90, False).key
+    assert again.key not in (first.key, interrupted.key)
