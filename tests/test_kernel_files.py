@@ -436,9 +436,9 @@ def cli(*commands: list[str]) -> list[list]:
 
 
 # A style's search compiles tens of configs for sm_90 (the tutorial matmul's and the library tuner's over a minute
-# on 2 cores): two styles that take the generic path through an autotune list (a FlagGems-style list and a
-# factory-built kernel) run in the default suite, every style with `-m slow`.
-QUICK_STYLES = {"flaggems_style.py", "torchao_style.py"}
+# on 2 cores): one style that takes the generic path through an autotune list (a factory-built kernel) runs in the
+# default suite, every style with `-m slow` (the autotuned pick's default tests cover a FlagGems-style list).
+QUICK_STYLES = {"torchao_style.py"}
 
 
 @pytest.mark.parametrize("name", [n if n in QUICK_STYLES else pytest.param(n, marks=pytest.mark.slow)

@@ -59,6 +59,7 @@ def test_missing_compiles_run_in_workers_and_land_in_the_cache(cold_cache):
     assert again == []
 
 
+@pytest.mark.slow  # a cold search of a style file compiles its configs in workers (about 12 s on 2 busy cores)
 def test_a_warm_search_starts_no_workers_and_a_cold_one_reports_progress(cold_cache, monkeypatch):
     from advisor.advice.subjects import LaunchSubject
     from advisor.advice.suggest import advise, subjects_for

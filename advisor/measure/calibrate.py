@@ -1,7 +1,8 @@
 """`advisor calibrate`: measure a GPU's sustained rates and write its calibration file.
 
-Each probe runs back to back in a CUDA graph (advisor.measure.timing, median of 20 replays, no L2 flush)
-on random data, after a warm-up. Results go to $TRITON_ADVISOR_HOME/calibration (default
+Each rate probe runs back to back in a CUDA graph (advisor.measure.timing, median of 20 replays, no L2 flush)
+on random data, after a warm-up; the load-latency probe times single chases with CUDA events, the L2 flushed before
+each DRAM one. Results go to $TRITON_ADVISOR_HOME/calibration (default
 ~/.cache/triton-advisor/calibration) or --out, as `ceilings.hardware.Calibration` JSON.
 """
 
