@@ -337,9 +337,11 @@ def test_ceiling_cli_on_a_kernel_file_with_a_launch():
     assert json.loads(r.stdout)["kernel"] == "matmul_kernel"
 
 
+# Each case runs the CLI twice in a child (7 s on 2 busy cores): the syntax error in the default run, all with -m slow.
 @pytest.mark.parametrize("source, kernel, named", [
-    ("matmul_kernel.py", "matmul", "no Triton kernel 'matmul'; it defines matmul_kernel"),
-    ("no_kernels.py", None, "defines no Triton kernel"),
+    pytest.param("matmul_kernel.py", "matmul", "no Triton kernel 'matmul'; it defines matmul_kernel",
+                 marks=pytest.mark.slow),
+    pytest.param("no_kernels.py", None, "defines no Triton kernel", marks=pytest.mark.slow),
     ("broken.py", None, "broken.py:2: syntax error"),
 ])
 def test_ceiling_cli_kernel_file_errors(tmp_path, source, kernel, named):
@@ -368,6 +370,7 @@ def test_ceiling_cli_for_the_shipped_gemm():
     assert r.returncode == 2 and "M,N,K" in r.stderr
 
 
+@pytest.mark.slow  # a CLI child like the shipped GEMM's test, which stays in the default run
 def test_ceiling_cli_for_the_shipped_softmax():
     r = advisor("ceiling", "kernels/softmax.py", "--shape", "16384,8192", "--format", "json")
     assert r.returncode == 0, r.stderr
