@@ -137,22 +137,37 @@ def calibrated_rates(calibration_path: str | None, keys: tuple[str, ...]) -> tup
     return None if values is None else tuple(v * 1e12 for v in values)
 
 
+def values_here_or_shipped(calibration_path: str | None, keys: tuple[str, ...]) -> tuple[tuple[float, ...], str] | None:
+    """The values under `keys` (as stored) from the calibration in use, or, where it lacks any of them (one an older
+    `advisor calibrate` wrote), from the shipped calibration of the same GPU (the file of the same name), with the
+    path of the file they came from; None where neither has them all. The values of one file were measured
+    together, so they are never mixed across files."""
+    from pathlib import Path
+
+    from ceilings.hardware import SHIPPED_CALIBRATIONS
+
+    if not calibration_path:
+        return None
+    values = calibrated_values(calibration_path, keys) if Path(calibration_path).exists() else None
+    if values is not None:
+        return values, calibration_path
+    shipped = SHIPPED_CALIBRATIONS / Path(calibration_path).name
+    if not shipped.exists() or shipped.resolve() == Path(calibration_path).resolve():
+        return None
+    values = calibrated_values(str(shipped), keys)
+    return None if values is None else (values, str(shipped))
+
+
 def load_latency_cycles(calibration_path: str | None, documented: dict[str, float] | None,
                         clock_hz: float) -> tuple[dict[str, float] | None, str | None]:
     """Load-to-use latency of an L2 hit and of a DRAM access, in cycles at `clock_hz`: measured on this GPU
     (`advisor calibrate`'s pointer chase, ns) where the calibration in use, or else the shipped one of the same GPU,
     has both, with that file's path; otherwise the documented figures of the GPU's architecture and None."""
-    from pathlib import Path
-
-    from ceilings.hardware import SHIPPED_CALIBRATIONS
-
-    keys = ("l2_latency_ns", "dram_latency_ns")
-    for path in (calibration_path, calibration_path and str(SHIPPED_CALIBRATIONS / Path(calibration_path).name)):
-        if path and Path(path).exists():
-            ns = calibrated_values(path, keys)
-            if ns is not None:
-                return {"l2": ns[0] * 1e-9 * clock_hz, "dram": ns[1] * 1e-9 * clock_hz}, path
-    return documented, None
+    found = values_here_or_shipped(calibration_path, ("l2_latency_ns", "dram_latency_ns"))
+    if found is None:
+        return documented, None
+    (l2_ns, dram_ns), source = found
+    return {"l2": l2_ns * 1e-9 * clock_hz, "dram": dram_ns * 1e-9 * clock_hz}, source
 
 
 def read_write_rates(calibration_path: str | None) -> tuple[float, float, str | None] | None:
@@ -161,21 +176,11 @@ def read_write_rates(calibration_path: str | None) -> tuple[float, float, str | 
     `advisor calibrate` wrote), both rates from the shipped calibration of the same GPU and its path: a
     written byte's cost over a read one is the GPU's, and the two rates of one file were measured together.
     None where neither has both probes."""
-    from pathlib import Path
-
-    from ceilings.hardware import SHIPPED_CALIBRATIONS
-
-    keys = ("dram_rw_tbs", "dram_read_tbs")
-    rates = calibrated_rates(calibration_path, keys)
-    if rates is not None:
-        return rates[0], rates[1], None
-    if not calibration_path:
+    found = values_here_or_shipped(calibration_path, ("dram_rw_tbs", "dram_read_tbs"))
+    if found is None:
         return None
-    shipped = SHIPPED_CALIBRATIONS / Path(calibration_path).name
-    if not shipped.exists() or shipped.resolve() == Path(calibration_path).resolve():
-        return None
-    rates = calibrated_rates(str(shipped), keys)
-    return None if rates is None else (rates[0], rates[1], str(shipped))
+    (rw_tbs, read_tbs), source = found
+    return rw_tbs * 1e12, read_tbs * 1e12, (None if source == calibration_path else source)
 
 
 def dram_writes(written_bytes: float, rw_rate: float, read_rate: float, dram_us: float,
