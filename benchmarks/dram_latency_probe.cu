@@ -13,22 +13,12 @@
 #include <algorithm>
 #include <random>
 
+#include "chase.cuh"
+
 #define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); return 1; } } while (0)
 
 constexpr int UNROLL = 16;
-
-__global__ void chase(uint64_t* head, int iters, long long* out, uint64_t* sink) {
-    uint64_t p = (uint64_t)head;
-    long long t0 = clock64();
-    for (int it = 0; it < iters; it++) {
-#pragma unroll
-        for (int i = 0; i < UNROLL; i++) asm volatile("ld.global.cg.u64 %0, [%0];" : "+l"(p));
-    }
-    long long t1 = clock64();
-    out[0] = t1 - t0;
-    sink[0] = p;
-}
 
 // A ring of `nodes` pointers over `bytes`, one per 4 KiB slot, in random order; returns the slots in ring order.
 static std::vector<size_t> ring(uint64_t* dev, size_t bytes, size_t nodes, unsigned seed) {
@@ -55,10 +45,10 @@ static int measure(const char* name, size_t bytes, bool flush, uint64_t* scratch
     std::vector<double> per_hop;
     for (int r = 0; r < runs + 1; r++) {
         uint64_t* start = dev + order[(r * 997) % nodes] * 512;
-        if (!flush) chase<<<1, 1>>>(start, iters, out, sink);  // warm pass: the chase's nodes into the L2
+        if (!flush) chase_cg<UNROLL><<<1, 1>>>(start, iters, out, sink);  // warm pass: the chase's nodes into the L2
         if (flush) CHECK(cudaMemset(scratch, r & 0xff, scratch_bytes));
         CHECK(cudaDeviceSynchronize());
-        chase<<<1, 1>>>(start, iters, out, sink);
+        chase_cg<UNROLL><<<1, 1>>>(start, iters, out, sink);
         CHECK(cudaDeviceSynchronize());
         long long c = 0; CHECK(cudaMemcpy(&c, out, 8, cudaMemcpyDeviceToHost));
         if (r > 0) per_hop.push_back(c / hops);   // the first chase also pays the kernel's first launch

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <random>
 
+#include "chase.cuh"
+
 #define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); return 1; } } while (0)
 
@@ -28,17 +30,7 @@ __global__ void chase_l1(uint64_t* head, int iters, long long* out, uint64_t* si
     if (threadIdx.x == 0) { out[0] = t1 - t0; sink[0] = p; }
 }
 
-// Global loads that skip L1 (.cg): served by L2, or by DRAM for a ring spread over far more than L2.
-__global__ void chase_cg(uint64_t* head, int iters, long long* out, uint64_t* sink) {
-    uint64_t p = (uint64_t)head;
-    long long t0 = clock64();
-    for (int it = 0; it < iters; it++) {
-#pragma unroll
-        for (int i = 0; i < UNROLL; i++) asm volatile("ld.global.cg.u64 %0, [%0];" : "+l"(p));
-    }
-    long long t1 = clock64();
-    if (threadIdx.x == 0) { out[0] = t1 - t0; sink[0] = p; }
-}
+// Global loads that skip L1 (.cg): served by L2, or by DRAM for a ring spread over far more than L2 (chase.cuh).
 
 // Shared-memory loads: LDS R, [R] (the value is the next byte address).
 __global__ void chase_shared(int iters, long long* out, uint64_t* sink) {
@@ -151,8 +143,8 @@ int main() {
 
     printf("{\n");
     printf("  \"ldg_l1_hit\": %.2f,\n", best_cycles([&] { chase_l1<<<1, 32>>>(small, iters, out, sink); }, out, ops));
-    printf("  \"ldg_l2_hit\": %.2f,\n", best_cycles([&] { chase_cg<<<1, 32>>>(mid + mid0, iters, out, sink); }, out, ops));
-    printf("  \"ldg_dram\": %.2f,\n", best_cycles([&] { chase_cg<<<1, 32>>>(far + far0, 2, out, sink); }, out, 2.0 * UNROLL));
+    printf("  \"ldg_l2_hit\": %.2f,\n", best_cycles([&] { chase_cg<UNROLL><<<1, 32>>>(mid + mid0, iters, out, sink); }, out, ops));
+    printf("  \"ldg_dram\": %.2f,\n", best_cycles([&] { chase_cg<UNROLL><<<1, 32>>>(far + far0, 2, out, sink); }, out, 2.0 * UNROLL));
     printf("  \"lds\": %.2f,\n", best_cycles([&] { chase_shared<<<1, 32>>>(iters, out, sink); }, out, ops));
     printf("  \"shfl\": %.2f,\n", best_cycles([&] { chain_shfl<<<1, 32>>>(iters, out, sink); }, out, ops));
     const char* mufu[] = {"mufu_ex2", "mufu_rsq", "mufu_lg2", "mufu_rcp"};
