@@ -4,9 +4,10 @@ config and against a sample of the kernel's config space, on the GPU.
 
     python benchmarks/fresh_user_kernels.py plan [--calls FILE] [--space 12] [--plan PATH]    # CPU
     python3 benchmarks/fresh_user_kernels.py device --out $OUT [--measure 4] [--only 0:4] [--plan PATH]   # GPU
-    python benchmarks/fresh_user_kernels.py summary ROWS.json [ROWS.json ...] [--autotuner]   # one GPU's figures
+    python benchmarks/fresh_user_kernels.py summary ROWS.json [ROWS.json ...] [--autotuner] [--named-from PLAN]
     python benchmarks/fresh_user_kernels.py accuracy ROWS.json [...] --gpu h100               # the model's error
     python3 benchmarks/fresh_user_kernels.py calibrated --out $OUT --plan PLAN --rows ROWS... # GPU: 3 timings
+    python benchmarks/fresh_user_kernels.py replay CALIBRATED.json --plan PLAN --rows ROWS... # CPU: them again
 
 `plan` runs `suggest FILE --call CALL --format json` per line of the calls file (FILE|CALL) and keeps, per
 launch, the current config, the config named without timings, the model's ranked configs and an evenly spaced
@@ -245,6 +246,59 @@ def report(rows: list[dict]) -> None:
               f"{named / best if named and best else float('nan'):.2f} |")
 
 
+def launch_subject(entry: dict, gpu: str):
+    """The subject of a plan entry's launch, afresh (it reads the kernel's stored timings when made)."""
+    from advisor.advice.suggest import subjects_for
+    from ceilings.hardware import resolve_gpu
+
+    return next(s for s in subjects_for(entry["file"], call=entry["call"], gpu=resolve_gpu(gpu))
+                if s.label == entry["launch"])
+
+
+def replay(args) -> None:
+    """CPU: the timings a `calibrated` run's `calibrate --kernel` printed, stored in an empty cache, then the search
+    `suggest` runs (without its confirming compiles): the config the product names now, judged by the same GPU's
+    timings (`--rows`' sweeps and the calibrated run's own). What a change to the advice does to that run, without a
+    GPU; the ceilings are this machine's (put the GPU's Triton first on PYTHONPATH to match the binary timed)."""
+    import re
+
+    from advisor.advice.search import predict_candidates, record_timings, search
+    from ceilings.launch import Config
+
+    plan = {(e["call"], e["launch"]): e for e in map(json.loads, args.plan.read_text().splitlines())}
+    earlier = {(r["call"], r["launch"]): r for path in args.rows for r in json.loads(path.read_text())["rows"]}
+    ratios = []
+    for r in json.loads(args.calibrated.read_text())["rows"]:
+        entry, before = plan[(r["call"], r["launch"])], earlier.get((r["call"], r["launch"]))
+        timed = re.findall(r": (\S[^:\n]*?) predicted [\d.]+ us, measured ([\d.]+) us", r.get("calibrate_out", ""))
+        os.environ["TRITON_ADVISOR_CACHE"] = tempfile.mkdtemp(prefix="replay-")
+
+        first = launch_subject(entry, args.gpu)
+        times = {json.dumps(t["config"], sort_keys=True): t["us"] for t in (before or {}).get("timed", [])
+                 if "us" in t}
+        known = {c.label(): c for c in [*first.space(), *map(Config.from_dict, map(json.loads, times))]}
+        configs = [known[label] for label, _ in timed if label in known]
+        if len(configs) < len(timed):
+            print(f"{r['kernel']}: {len(timed) - len(configs)} timed config(s) not found by label; skipped")
+            continue
+        cands = predict_candidates(first, configs)
+        record_timings(first, [(c, float(us)) for c, (_, us) in zip(cands, timed, strict=True)])
+        named = search(launch_subject(entry, args.gpu), confirm=False).best.config
+        # the calibrated run's own timings of its named and current configs, else the sweep's of the same config
+        own = {json.dumps(r["named"], sort_keys=True): r.get("named_us"), json.dumps(entry["current"], sort_keys=True):
+               r.get("current_us")}
+        key = json.dumps(named.to_dict(), sort_keys=True)
+        us = own.get(key) or (times.get(key) * r["current_us"] / times[json.dumps(entry["current"], sort_keys=True)]
+                              if key in times else None)
+        ratio = us / r["fastest_us"] if us and r.get("fastest_us") else None
+        ratios.append(ratio)
+        print(f"{r['kernel'][:28]:28s} {r['call'][:40]:40s} named then {r['named_label']:26s} now {named.label():26s} "
+              + (f"{ratio:.3f} of the fastest timed before" if ratio else "(not timed)"))
+    done = [x for x in ratios if x is not None]
+    print(f"{len(done)} of {len(ratios)} named configs timed; within 1.03x of the fastest timed before: "
+          f"{sum(x <= 1.03 for x in done)}")
+
+
 def outcome(r: dict, listed: list[dict] | None = None) -> dict | None:
     """One launch's ratios (our timings): the named config and the `--measure` pick against the current config
     and the fastest config timed; the pick's time is ours where we timed it, else the product's, scaled to ours
@@ -281,11 +335,23 @@ def autotune_list(r: dict) -> list[dict] | None:
     return [c.to_dict() for c in subject.listed]
 
 
-def summary(paths: list[Path], autotuner: bool = False) -> None:
+def summary(paths: list[Path], autotuner: bool = False, named_from: Path | None = None) -> None:
     """Issue 15's three advice figures over the rows of `paths` (one GPU's runs); `autotuner`: an autotuned
-    launch's current config is the autotuner's real pick (`outcome`'s `listed`)."""
-    rows = [o for path in paths for r in json.loads(path.read_text())["rows"]
-            if (o := outcome(r, autotune_list(r) if autotuner else None))]
+    launch's current config is the autotuner's real pick (`outcome`'s `listed`). `named_from`: another plan of
+    the same calls (say made with the GPU's Triton on the path): its named configs judged by these timings, where
+    they were timed (one that was not is said and left out of the named figures)."""
+    raw = [r for path in paths for r in json.loads(path.read_text())["rows"]]
+    if named_from:
+        other = {(p["call"], p["launch"]): p for p in map(json.loads, named_from.read_text().splitlines()) if p}
+        for r in raw:
+            p = other.get((r["call"], r["launch"]))
+            r["named"] = p["named"] if p else None
+            untimed = r["named"] is not None and json.dumps(r["named"], sort_keys=True) not in {
+                json.dumps(t["config"], sort_keys=True) for t in r.get("timed", []) if "us" in t}
+            if p is None or untimed:
+                why = f"not in {named_from}" if p is None else f"named {p['named_label']}, not timed here"
+                print(f"{r['kernel']} ({r['call'][:50]}): {why}")
+    rows = [o for r in raw if (o := outcome(r, autotune_list(r) if autotuner else None))]
     count = lambda key, limit: sum(1 for o in rows if o[key] is not None and o[key] <= limit)  # noqa: E731
     n = len(rows)
     print(f"launches {n}; named another config {sum(o['changed'] for o in rows)}; named not slower than current: "
@@ -362,12 +428,18 @@ def main() -> None:
     m.add_argument("rows", type=Path, nargs="+")
     m.add_argument("--autotuner", action="store_true",
                    help="an autotuned launch's current config is the fastest of its list, as the autotuner runs")
+    m.add_argument("--named-from", type=Path, help="judge another plan's named configs by these rows' timings")
     c = sub.add_parser("calibrated", help="GPU: calibrate --kernel with K timings, then suggest, the named timed")
     c.add_argument("--out", default=".")
     c.add_argument("--plan", type=Path, default=PLAN)
     c.add_argument("--rows", type=Path, nargs="+", required=True, help="the same GPU's earlier rows")
     c.add_argument("--configs", type=int, default=3)
     c.add_argument("--only", default=":")
+    rp = sub.add_parser("replay", help="CPU: a calibrated run's timings replayed through today's search")
+    rp.add_argument("calibrated", type=Path)
+    rp.add_argument("--plan", type=Path, required=True)
+    rp.add_argument("--rows", type=Path, nargs="+", required=True)
+    rp.add_argument("--gpu", default="h100")
     a = sub.add_parser("accuracy", help="the model's predictions of every timed config (CPU)")
     a.add_argument("rows", type=Path, nargs="+")
     a.add_argument("--gpu", default="h100")
@@ -377,9 +449,11 @@ def main() -> None:
     elif args.step == "device":
         device(args)
     elif args.step == "summary":
-        summary(args.rows, args.autotuner)
+        summary(args.rows, args.autotuner, args.named_from)
     elif args.step == "calibrated":
         calibrated(args)
+    elif args.step == "replay":
+        replay(args)
     elif args.step == "accuracy":
         accuracy(args.rows, args.gpu)
     else:
