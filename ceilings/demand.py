@@ -25,6 +25,7 @@ Every assumption that changes a number is in the notes.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 
@@ -69,7 +70,18 @@ def generic_demand(launch: Launch, compiled: CompiledKernel | None = None, arch:
     expected = _demand(launch, compiled, ir, placement, classes, floor=False, notes=notes, lines=lines)
     floor = _demand(launch, compiled, ir, placement, classes, floor=True, notes=notes, lines=lines)
     floor.expected = expected
+    floor.binary = expected.binary = binary_digest(compiled, launch)
     return floor
+
+
+def binary_digest(compiled: CompiledKernel, launch: Launch) -> str:
+    """Which program the GPU runs for `launch`: its SASS, registers, shared and local memory, warps per CTA and
+    grid. Equal digests run the same instructions on the same data (the launch's arguments are the config's
+    only other input), so they take the same time; a knob that changes none of these (Triton pipelines no loop
+    of a kernel whose loads feed no dot: num_stages 1-4 compile to one cubin) is not a choice."""
+    text = "|".join([compiled.sass, str(compiled.registers), str(compiled.shared_bytes), str(compiled.local_bytes),
+                     str(launch.config.num_warps), str(tuple(launch.grid))])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def _mma(placement: Placement) -> tuple[str, str]:

@@ -82,6 +82,10 @@ class Demand:
     # (DRAM bytes, working set, rewritten bytes) as the shipped models were fitted on them, where the floor's
     # differ: an access masked by loaded data counted in full (RESULTS 63). None: the same (`for_model`).
     model_bytes: tuple[float, float, float] | None = None
+    # What the GPU runs, where the generic path compiled it: a digest of the SASS, its registers, shared and local
+    # memory, the warps per CTA and the grid. Two configs of one launch with the same digest are one program (a
+    # num_stages with no loop to pipeline): one time for both. None: not known (an exact demand model).
+    binary: str | None = None
 
     def for_model(self) -> Demand:
         """This demand with the bytes the shipped models were fitted on (`model_bytes`)."""

@@ -258,7 +258,62 @@ def predict_candidates(subject: Subject, configs: Sequence[Config], model=None) 
                 cand.predicted_us, cand.timed_before = earlier, True
                 cand.notes.append(f"measured {earlier:.1f} us on this GPU before")
         out[0].notes.append(f"corrected by {len(timings.points)} timings of this kernel on {subject.spec.name}")
+    one_time_per_binary(out, subject.current)
     return out
+
+
+def one_per_binary(ranked: Sequence[Candidate], current: Candidate | None) -> tuple[list[Candidate], int]:
+    """`ranked` without the configs that compile to the current config's program or to one listed before them
+    (`Demand.binary`): they run in the same time, so naming one is no change, and timing two is one timing spent
+    twice. Returns the list kept and how many were left out."""
+    seen = {binary_of(current)} if current is not None else set()
+    kept = []
+    for cand in ranked:
+        key = binary_of(cand)
+        if key is not None and key in seen and (current is None or cand.config != current.config):
+            continue
+        seen.add(key)
+        kept.append(cand)
+    return kept, len(ranked) - len(kept)
+
+
+def binary_of(cand: Candidate) -> str | None:
+    """The compiled program a candidate runs (`Demand.binary`), None where not known."""
+    demand = cand.ceiling.demand
+    return demand.binary if demand is not None else None
+
+
+def one_time_per_binary(cands: Sequence[Candidate], current: Config | None = None) -> None:
+    """Configs that compile to one program (`Demand.binary`: a num_stages with no loop to pipeline) run in one
+    time. A timing of any of them is the time of all (the fastest, if several were timed); else the current
+    config's prediction where it is one of them (a twin of it is no change), else the geometric mean of theirs.
+    The model reads num_stages as a feature, and the calibration's neighbours count num_stages 1 and 3 as far
+    apart: set 16's cross-entropy backward, whose num_stages 1-4 are one cubin, was predicted 14% faster at 1 than
+    its own timing at 3, named, and ran as slow (benchmarks/RESULTS.md section 66)."""
+    groups: dict[str, list[Candidate]] = {}
+    for cand in cands:
+        if (key := binary_of(cand)) is not None and math.isfinite(cand.predicted_us):
+            groups.setdefault(key, []).append(cand)
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        timed = [c for c in group if c.timed_before]
+        source = min(timed, key=lambda c: c.predicted_us) if timed else \
+            next((c for c in group if c.config == current), None)
+        if source is not None:
+            mid, interval, model_us = source.predicted_us, source.interval, source.model_us
+        else:
+            mean = lambda values: float(math.exp(sum(math.log(v) for v in values) / len(values)))  # noqa: E731
+            mid, model_us = mean([c.predicted_us for c in group]), mean([c.model_us or c.predicted_us for c in group])
+            interval = (mean([c.interval[0] for c in group]), mean([c.interval[1] for c in group]))
+        for cand in group:
+            if cand in timed:  # its own timing stands
+                continue
+            if timed:
+                cand.notes.append(f"the same compiled kernel as {source.config.label()}, measured {mid:.1f} us on "
+                                  "this GPU before")
+                cand.timed_before = True
+            cand.predicted_us, cand.interval, cand.model_us = mid, interval, model_us
 
 
 def kernel_timings(subject: Subject):
@@ -390,6 +445,9 @@ def _search(subject: Subject, top_k: int, confirm: bool, model, measure: int) ->
     # Without timings a config whose knob lies past the model's fitted values (a guess, however fast it is
     # predicted) ranks after every config the model has evidence for; timings (`measure`) judge it as any.
     ranked.sort(key=lambda c: (c.extrapolated and not measure, c.predicted_us))
+    ranked, twins = one_per_binary(ranked, None if cannot_run else current)
+    if twins:
+        pruned["the same compiled kernel as the current config or one ranked before it"] += twins
     want = top_k if not measure else 0  # with timings, advisor.advice.timed_pick chooses what to time
     if confirm:  # the finalists' and the current config's confirming compiles, in parallel, into the cache
         first = [c.config for c in ranked[:max(want, measure)]] + ([] if cannot_run else [subject.current])
