@@ -61,3 +61,15 @@ def test_a_search_lists_no_twin_of_the_current_config_nor_of_one_ranked_before(c
     assert len(listed) == len(set(listed))
     assert binary_of(advice.current) not in listed
     assert advice.pruned["the same compiled kernel as the current config or one ranked before it"] >= 3
+
+
+def test_a_calibration_sweep_never_times_a_twin_of_a_config_it_timed(cache):
+    """`calibrate --kernel`'s sweep: a config timed far faster than predicted makes its twins the fastest predicted
+    (they take its time); timing one of them would spend a timing on a program already timed."""
+    from advisor.advice.kernel_sweep import sweep
+
+    s = subject()
+    steps = sweep(s, count=3, measure=lambda config: 1.0)
+    assert steps[0][0] == s.current
+    timed = predict_candidates(subject(), [config for config, _, _ in steps])
+    assert len({binary_of(c) for c in timed}) == 3, [c.config.label() for c in timed]

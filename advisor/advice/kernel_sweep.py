@@ -6,7 +6,8 @@ current config (the reference every suggestion is judged against; for an autotun
 expected pick: `reference`, timed again, as a step of its own, whenever the corrections move it to an untimed
 config), then in turn the config predicted fastest (where a wrong prediction costs most) and the config
 farthest in the kernel's config space from those timed (`kernel_calibration.spread_pick`: the timed configs
-correct their neighbours, so they should cover the space), never one already timed. 3 to 8 timings per
+correct their neighbours, so they should cover the space), never one already timed nor one that compiles to the
+same program as one timed (`search.one_time_per_binary`: its time is known). 3 to 8 timings per
 launch; every one is stored with the kernel's other timings, so `suggest` on the kernel afterwards ranks with
 the correction.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from advisor.advice.search import Candidate, Subject, record_timings, record_wrong
+from advisor.advice.search import Candidate, Subject, binary_of, record_timings, record_wrong
 from advisor.model.kernel_calibration import spread_pick
 from ceilings.errors import AdvisorError
 from ceilings.launch import Config
@@ -25,11 +26,13 @@ from ceilings.validate import config_problem
 MIN_CONFIGS, MAX_CONFIGS = 3, 8
 
 
-def next_config(candidates: list[Candidate], timed: set[Config], current: Config, step: int) -> Candidate | None:
+def next_config(candidates: list[Candidate], timed: set[Config], current: Config, step: int,
+                timed_binaries: frozenset[str] | set[str] = frozenset()) -> Candidate | None:
     """The config to time next (module docstring): the reference `current` while it is untimed, else at an odd
     `step` the config predicted fastest and at an even one the farthest from those timed (`step`: the
-    alternation's picks so far, plus one once the reference was timed); None when all are timed."""
-    untimed = [c for c in candidates if c.config not in timed]
+    alternation's picks so far, plus one once the reference was timed); None when all are timed. A config that
+    compiles to a program in `timed_binaries` counts as timed."""
+    untimed = [c for c in candidates if c.config not in timed and binary_of(c) not in timed_binaries]
     if not untimed:
         return None
     # The reference comes first, and again whenever it is untimed: an autotuned launch's reference is the
@@ -77,6 +80,7 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
     run = measure or subject.measurer()
     feasible = feasible_configs(subject)
     timed: set[Config] = set()
+    timed_binaries: set[str] = set()  # what the GPU ran for them (`Demand.binary`): a twin's time is known
     wrong: set[tuple] = set()  # programs that computed another result (Config.program)
     out = []
     reference_timed, others = False, 0  # the alternation's picks timed so far
@@ -87,10 +91,12 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
                       if c.ceiling.ctas_per_sm > 0 and c.config.program not in wrong]
         current = reference(subject, candidates)
         # The alternation counts its own picks: a reference timed again takes a step, not the fastest's turn.
-        pick = next_config(candidates, timed, current, others + reference_timed)
+        pick = next_config(candidates, timed, current, others + reference_timed, timed_binaries)
         if pick is None:
             break
         timed.add(pick.config)
+        if binary_of(pick) is not None:
+            timed_binaries.add(binary_of(pick))
         try:
             us = run(pick.config)
         except MeasurementError as exc:

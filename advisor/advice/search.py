@@ -279,8 +279,8 @@ def one_per_binary(ranked: Sequence[Candidate], current: Candidate | None) -> tu
 
 def binary_of(cand: Candidate) -> str | None:
     """The compiled program a candidate runs (`Demand.binary`), None where not known."""
-    demand = cand.ceiling.demand
-    return demand.binary if demand is not None else None
+    demand = getattr(cand.ceiling, "demand", None)  # a hand-made candidate may have no ceiling
+    return getattr(demand, "binary", None)
 
 
 def one_time_per_binary(cands: Sequence[Candidate], current: Config | None = None) -> None:
