@@ -367,8 +367,6 @@ def accuracy(paths: list[Path], gpu: str) -> None:
     import numpy as np
     import triton
 
-    from advisor.advice.suggest import subjects_for
-    from ceilings.hardware import resolve_gpu
     from ceilings.launch import Config
 
     # A floor holds for the binary it was counted on: Triton 3.9 here compiled set 12's NVFP4 quantiser to 11%
@@ -383,8 +381,7 @@ def accuracy(paths: list[Path], gpu: str) -> None:
     for doc in docs:
         for r in doc["rows"]:
             timed = [(Config.from_dict(t["config"]), t["us"]) for t in r.get("timed", []) if "us" in t]
-            subject = next(s for s in subjects_for(r["file"], call=r["call"], gpu=resolve_gpu(gpu))
-                           if s.label == r["launch"])
+            subject = launch_subject(r, gpu)
             cands = subject.predict([c for c, _ in timed])
             pred = np.array([c.predicted_us for c in cands])
             meas = np.array([us for _, us in timed])

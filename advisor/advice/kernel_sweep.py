@@ -26,13 +26,13 @@ from ceilings.validate import config_problem
 MIN_CONFIGS, MAX_CONFIGS = 3, 8
 
 
-def next_config(candidates: list[Candidate], timed: set[Config], current: Config, step: int,
-                timed_binaries: frozenset[str] | set[str] = frozenset()) -> Candidate | None:
+def next_config(candidates: list[Candidate], timed: set[Config], current: Config, step: int) -> Candidate | None:
     """The config to time next (module docstring): the reference `current` while it is untimed, else at an odd
     `step` the config predicted fastest and at an even one the farthest from those timed (`step`: the
     alternation's picks so far, plus one once the reference was timed); None when all are timed. A config that
-    compiles to a program in `timed_binaries` counts as timed."""
-    untimed = [c for c in candidates if c.config not in timed and binary_of(c) not in timed_binaries]
+    compiles to the program of a timed one (`Demand.binary`) counts as timed."""
+    ran = {binary_of(c) for c in candidates if c.config in timed} - {None}
+    untimed = [c for c in candidates if c.config not in timed and binary_of(c) not in ran]
     if not untimed:
         return None
     # The reference comes first, and again whenever it is untimed: an autotuned launch's reference is the
@@ -80,7 +80,6 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
     run = measure or subject.measurer()
     feasible = feasible_configs(subject)
     timed: set[Config] = set()
-    timed_binaries: set[str] = set()  # what the GPU ran for them (`Demand.binary`): a twin's time is known
     wrong: set[tuple] = set()  # programs that computed another result (Config.program)
     out = []
     reference_timed, others = False, 0  # the alternation's picks timed so far
@@ -91,12 +90,10 @@ def sweep(subject: Subject, count: int = 6, measure: Callable[[Config], float] |
                       if c.ceiling.ctas_per_sm > 0 and c.config.program not in wrong]
         current = reference(subject, candidates)
         # The alternation counts its own picks: a reference timed again takes a step, not the fastest's turn.
-        pick = next_config(candidates, timed, current, others + reference_timed, timed_binaries)
+        pick = next_config(candidates, timed, current, others + reference_timed)
         if pick is None:
             break
         timed.add(pick.config)
-        if binary_of(pick) is not None:
-            timed_binaries.add(binary_of(pick))
         try:
             us = run(pick.config)
         except MeasurementError as exc:

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -303,9 +304,10 @@ def one_time_per_binary(cands: Sequence[Candidate], current: Config | None = Non
         if source is not None:
             mid, interval, model_us = source.predicted_us, source.interval, source.model_us
         else:
-            mean = lambda values: float(math.exp(sum(math.log(v) for v in values) / len(values)))  # noqa: E731
-            mid, model_us = mean([c.predicted_us for c in group]), mean([c.model_us or c.predicted_us for c in group])
-            interval = (mean([c.interval[0] for c in group]), mean([c.interval[1] for c in group]))
+            mid = statistics.geometric_mean(c.predicted_us for c in group)
+            model_us = statistics.geometric_mean(c.model_us or c.predicted_us for c in group)
+            interval = (statistics.geometric_mean(c.interval[0] for c in group),
+                        statistics.geometric_mean(c.interval[1] for c in group))
         for cand in group:
             if cand in timed:  # its own timing stands
                 continue
