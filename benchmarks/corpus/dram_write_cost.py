@@ -46,6 +46,19 @@ def rebound(doc: dict, read_tbs: float, write_tbs: float | None, l2: float, laun
     return _bind(pipes, launch_us, dispatch)[1]
 
 
+def timed_points(ceilings: Path, check: Path) -> list[tuple[dict, dict]]:
+    """(check row, ceiling document) of every point the check timed (`ok`) whose ceiling the file holds."""
+    docs = {}
+    for line in ceilings.read_text().splitlines():
+        doc = json.loads(line)
+        if "ceiling_us" in doc:
+            docs[(doc["library"], doc["launch_id"], doc["label"])] = doc
+    with open(check) as f:
+        rows = [(r, docs.get((r["library"], r["launch_id"], r["config"]))) for r in csv.DictReader(f)
+                if r["status"] == "ok" and r["measured_us"]]
+    return [(r, d) for r, d in rows if d is not None]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ceilings", required=True, type=Path, help="a check's ceilings file (with --detail bytes)")
@@ -58,15 +71,7 @@ def main(argv=None) -> int:
     cal, _ = load_calibration(gpu.name)
     copy = cal.values["dram_copy_tbs"]
     copy_write = 1.0 / (2.0 / copy - 1.0 / read)
-    docs = {}
-    for line in args.ceilings.read_text().splitlines():
-        doc = json.loads(line)
-        if "ceiling_us" in doc:
-            docs[(doc["library"], doc["launch_id"], doc["label"])] = doc
-    with open(args.check) as f:
-        rows = [(r, docs.get((r["library"], r["launch_id"], r["config"]))) for r in csv.DictReader(f)
-                if r["status"] == "ok" and r["measured_us"]]
-    rows = [(r, d) for r, d in rows if d is not None]
+    rows = timed_points(args.ceilings, args.check)
     print(f"{gpu.name}: {len(rows)} points; read probe {read} TB/s, copy probe {copy} TB/s (a written byte at "
           f"{copy_write:.2f} TB/s by it), L2 {l2 >> 20} MiB, launch {launch} us")
 
